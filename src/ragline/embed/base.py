@@ -1,0 +1,72 @@
+"""The Embedder protocol: one interface for every way of turning text into vectors."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]  # shape (n, dimension), rows L2-normalised
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFingerprint:
+    """What an index records about the model that made its vectors.
+
+    Opening an index with a model whose fingerprint differs is an error: vectors
+    from two models are not comparable, and silently mixing them ruins search.
+    """
+
+    name: str
+    dimension: int
+    digest: str  # sha256 of the weights (or of name+dimension for remote models)
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"name": self.name, "dimension": self.dimension, "digest": self.digest}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, str | int]) -> ModelFingerprint:
+        return cls(name=str(d["name"]), dimension=int(d["dimension"]), digest=str(d["digest"]))
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns passages and queries into L2-normalised float32 vectors."""
+
+    @property
+    def fingerprint(self) -> ModelFingerprint: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Vectors for passages, in input order; batching is the embedder's job."""
+        ...
+
+    def embed_query(self, text: str) -> Vectors:
+        """A (dimension,) vector for one query."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model's own tokenizer makes of ``text`` (no special tokens)."""
+        ...
+
+
+def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
+    """Digest of a weights file, for the fingerprint."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk_size):
+            h.update(block)
+    return h.hexdigest()
+
+
+def l2_normalise(x: npt.NDArray[np.floating]) -> Vectors:
+    """Rows scaled to unit length (zero rows stay zero), as float32."""
+    arr = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    return np.asarray(arr / np.maximum(norms, 1e-12), dtype=np.float32)

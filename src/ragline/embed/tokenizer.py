@@ -1,0 +1,43 @@
+"""The all-MiniLM-L6-v2 WordPiece tokenizer, shipped with ragline.
+
+The int8 ONNX model package carries no tokenizer, so ragline ships the model's
+``tokenizer.json`` (Apache-2.0, from sentence-transformers/all-MiniLM-L6-v2;
+see ``assets/NOTICE``). Chunk token counts use it too, so chunk budgets are
+measured in the tokens the embedder really sees.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from tokenizers import Tokenizer
+
+MINILM_TOKENIZER = "minilm-tokenizer.json"
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(name: str = MINILM_TOKENIZER) -> Tokenizer:
+    """A fresh tokenizer with padding and truncation off (callers set their own)."""
+    path = resources.files("ragline.embed") / "assets" / name
+    tok = Tokenizer.from_str(path.read_text(encoding="utf-8"))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
+class TokenCounter:
+    """Counts tokens the way the embedding model does (special tokens excluded)."""
+
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
+        self._tok = tokenizer or load_tokenizer()
+
+    def __call__(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Batch form (the Rust tokenizer parallelises it)."""
+        encs = self._tok.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encs]

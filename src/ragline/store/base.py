@@ -1,0 +1,128 @@
+"""The Store protocol: everything retrieval and sync need from an index.
+
+LanceDB (embedded), PostgreSQL + pgvector and Qdrant implement the same calls,
+so retrieval and sync code never know which one they talk to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.types import Chunk, DocumentRecord, Filters, Hit
+
+
+class StoreError(RuntimeError):
+    """The store could not do what was asked (I/O, corrupt index, bad filter)."""
+
+
+class ModelMismatchError(StoreError):
+    """The index was built with another embedding model than the one configured."""
+
+    def __init__(self, stored: ModelFingerprint, configured: ModelFingerprint) -> None:
+        super().__init__(
+            f"index was built with model {stored.name!r} (dim {stored.dimension}, "
+            f"sha256 {stored.digest[:12]}…) but the configured model is {configured.name!r} "
+            f"(dim {configured.dimension}, sha256 {configured.digest[:12]}…); "
+            "run `ragline reindex` to re-embed the stored chunks with the new model"
+        )
+        self.stored = stored
+        self.configured = configured
+
+
+@dataclass(frozen=True, slots=True)
+class FieldBoosts:
+    """BM25 weight per field: matches in titles and headings count for more."""
+
+    title: float = 2.0
+    headings: float = 1.5
+    text: float = 1.0
+
+
+@runtime_checkable
+class Store(Protocol):
+    """An index of chunks with their vectors, searchable by vector and by BM25.
+
+    Filters are equality tests on chunk metadata (``tenant``, ``chapter``,
+    ``has_code``, ``doc_id``, any column); stores push them down, never
+    post-filter in Python, so top-k stays exact under a filter.
+    """
+
+    def stored_fingerprint(self) -> ModelFingerprint | None:
+        """The model the index was built with, or None for an empty index."""
+        ...
+
+    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+        """Record the model (first ingest, or after a reindex)."""
+        ...
+
+    def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
+        """Every ingested file (of one tenant, or all)."""
+        ...
+
+    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
+        """content_hash → vector of a document's stored chunks, so unchanged chunks
+        of a changed file are not embedded again."""
+        ...
+
+    def replace_document(
+        self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
+    ) -> None:
+        """Make ``chunks`` the document's only chunks, then record the document.
+
+        The chunk swap is atomic (readers see the old or the new set, never a mix
+        or duplicates); the record is written last, so a crash in between leaves
+        the file looking unsynced and the next run redoes it.
+        """
+        ...
+
+    def delete_document(self, doc_id: str) -> None:
+        """Remove a document's chunks (vector and keyword side) and its record."""
+        ...
+
+    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
+        """Top-k by cosine similarity; ``Hit.vector_score`` is the cosine."""
+        ...
+
+    def keyword_search(
+        self,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> list[Hit]:
+        """Top-k by BM25 over title, headings and text with field boosts;
+        ``Hit.keyword_score`` is the BM25 score."""
+        ...
+
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
+        """A document's chunks at the given positions (neighbour expansion)."""
+        ...
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        """Stored vectors of the given chunk ids (to score keyword-only hits)."""
+        ...
+
+    def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
+        """Every chunk with its vector, in batches (reindex, migrate)."""
+        ...
+
+    def rebuild(
+        self,
+        fingerprint: ModelFingerprint,
+        batches: Iterable[tuple[list[Chunk], Vectors]],
+    ) -> int:
+        """Write every chunk again with new vectors (reindex with another model,
+        possibly another dimension) into a fresh index, then swap it in: the old
+        index serves until the new one is complete. Returns the chunk count."""
+        ...
+
+    def count_chunks(self, filters: Filters | None = None) -> int: ...
+
+    def optimize(self) -> None:
+        """Compact, refresh indexes: called once after a batch of writes."""
+        ...
+
+    def close(self) -> None: ...
