@@ -66,6 +66,12 @@ class ChunkDraft:
 
     ``text`` is ``body[start:end]`` (overlap included); the sync layer turns drafts
     into :class:`Chunk` rows with ids, hashes and document metadata.
+
+    One documented exception: when a table too big for one chunk is split at row
+    boundaries, each later part repeats the table's header and separator rows so
+    it still reads as a table. Then ``text == text[:prefix_len] + body[start:end]``
+    where ``text[:prefix_len]`` is that repeated header (ending in ``"\n"``);
+    ``prefix_len`` is 0 for every other chunk.
     """
 
     text: str
@@ -77,6 +83,7 @@ class ChunkDraft:
     has_equations: bool = False
     has_table: bool = False
     page: int | None = None
+    prefix_len: int = 0  # leading chars of ``text`` not in body[start:end] (table header)
 
 
 @dataclass(slots=True)
@@ -192,3 +199,174 @@ class SearchResult:
             "hits": [h.to_dict() for h in self.hits],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }
+
+
+# --- answering -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Confidence:
+    """How far an answer can be trusted, in a form a person can read.
+
+    ``score`` is on the retrieval-cosine scale of the model in use (see
+    :mod:`ragline.answer.confidence`); ``level`` is high / medium / low, and
+    ``reason`` says why in words ("4 sources, top relevance 0.71").
+    """
+
+    score: float
+    level: str  # "high" | "medium" | "low"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": round(self.score, 4), "level": self.level, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One numbered context block the generator saw: ``[number]`` in the answer.
+
+    ``hit`` is the retrieved hit the block is built around; ``chunk_ids`` lists it
+    and the neighbours merged into it (document order).
+    """
+
+    number: int
+    hit: Hit
+    chunk_ids: tuple[str, ...]
+    label: str  # "Title > Section", as shown to the generator
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.hit.chunk
+        return {
+            "number": self.number,
+            "label": self.label,
+            "chunk_id": c.id,
+            "chunk_ids": list(self.chunk_ids),
+            "title": c.title,
+            "section": c.section,
+            "heading_path": list(c.heading_path),
+            "source": c.source,
+            "url": c.url,
+            "anchor": c.anchor,
+            "score": self.hit.score,
+            "vector_score": self.hit.vector_score,
+            "rank": self.hit.rank,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A citation in an answer, resolved to the chunk that backs it.
+
+    ``start``/``end`` locate the marker in the answer text; ``support_start``/
+    ``support_end`` locate the supporting sentence in ``Chunk.text`` of
+    ``chunk_id`` (the block's hit or a merged neighbour). ``supported`` is the
+    verifier's verdict on ``claim`` (the answer sentence) against that sentence.
+    """
+
+    number: int  # the context block, [number]
+    marker: str  # as written: "[2]", "[Citation 2]", "[Title > Section]"
+    start: int
+    end: int
+    chunk_id: str
+    title: str
+    section: str
+    source: str
+    url: str
+    anchor: str
+    claim: str
+    support_start: int
+    support_end: int
+    support_text: str
+    support_score: float
+    supported: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "marker": self.marker,
+            "span": [self.start, self.end],
+            "chunk_id": self.chunk_id,
+            "title": self.title,
+            "section": self.section,
+            "source": self.source,
+            "url": self.url,
+            "anchor": self.anchor,
+            "claim": self.claim,
+            "support_span": [self.support_start, self.support_end],
+            "support_text": self.support_text,
+            "support_score": round(self.support_score, 4),
+            "supported": self.supported,
+        }
+
+
+@dataclass(slots=True)
+class Answer:
+    """A question's answer with its sources, resolved citations and confidence.
+
+    ``complete`` is False when generation stopped early (a stream cut, an
+    endpoint error): ``text`` then holds what arrived. ``fallback`` marks the
+    "not enough information" answer, ``smalltalk`` a greeting's short reply.
+    """
+
+    question: str
+    text: str
+    citations: list[Citation]
+    sources: list[Source]
+    confidence: Confidence
+    generator: str
+    model: str
+    fallback: bool = False
+    smalltalk: bool = False
+    complete: bool = True
+    error: str | None = None
+    suggestions: list[str] = field(default_factory=list)
+    dropped_citations: list[str] = field(default_factory=list)  # markers naming no context block
+    usage: dict[str, int] = field(default_factory=dict)  # prompt/completion/total tokens
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    retrieval_mode: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The response shape of ``ragline ask --json`` and ``POST /api/query``."""
+        return {
+            "answer": self.text,
+            "sources": [s.to_dict() for s in self.sources],
+            "citations": [c.to_dict() for c in self.citations],
+            "confidence": self.confidence.to_dict(),
+            "metadata": {
+                "question": self.question,
+                "generator": self.generator,
+                "model": self.model,
+                "fallback": self.fallback,
+                "smalltalk": self.smalltalk,
+                "complete": self.complete,
+                "error": self.error,
+                "suggestions": list(self.suggestions),
+                "dropped_citations": list(self.dropped_citations),
+                "unsupported_citations": sum(1 for c in self.citations if not c.supported),
+                "usage": dict(self.usage),
+                "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
+                "retrieval_mode": self.retrieval_mode,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event of a streamed answer: ``token`` (``text``), ``citation``
+    (``citation``), ``error`` (``error``, then a ``done``) and ``done``
+    (``answer``, the final :class:`Answer`)."""
+
+    type: str  # "token" | "citation" | "error" | "done"
+    text: str = ""
+    citation: Citation | None = None
+    answer: Answer | None = None
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.type == "token":
+            return {"type": "token", "text": self.text}
+        if self.type == "citation" and self.citation is not None:
+            return {"type": "citation", "citation": self.citation.to_dict()}
+        if self.type == "done" and self.answer is not None:
+            return {"type": "done", **self.answer.to_dict()}
+        return {"type": self.type, "error": self.error}

@@ -1,0 +1,22 @@
+"""ParsedDocument → ChunkDraft spans: two chunkers behind one ``chunk(doc)`` call.
+
+:class:`SectionChunker` (the default) follows the document's sections and
+keeps code, maths and tables whole; :class:`RecursiveChunker` is the
+fixed-window character splitter of the specification.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ragline.ingest.chunk.recursive import RecursiveChunker
+from ragline.ingest.chunk.section import CountTokens, SectionChunker, count_many
+from ragline.types import ChunkDraft, ParsedDocument
+
+__all__ = ["Chunker", "CountTokens", "RecursiveChunker", "SectionChunker", "count_many"]
+
+
+class Chunker(Protocol):
+    """Anything that cuts a parsed document into chunk drafts."""
+
+    def chunk(self, doc: ParsedDocument) -> list[ChunkDraft]: ...

@@ -1,0 +1,309 @@
+"""Incremental, idempotent sync of a folder into a store.
+
+How a run stays cheap and safe:
+
+* every file is hashed first; a file whose hash matches its record is skipped
+  without parsing (this is what makes a re-run of an unchanged corpus fast);
+* a changed file is re-chunked, and chunks whose content hash is already stored
+  reuse their vector, so only changed chunks are embedded;
+* chunks of several files are embedded together in full batches and written in
+  one atomic commit per batch, then the files' records are written; a crash at
+  any point leaves the previous chunks or the new ones, never both, and files
+  without an up-to-date record are simply redone by the next run;
+* a file that fails (bad encoding, broken front matter, too big…) fails alone:
+  it is reported with its reason and line, and its previous chunks stay indexed;
+* records of files that vanished from disk are deleted with their chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ragline.embed.base import Embedder, EmbeddingError
+from ragline.ingest.discover import chapter_of, discover_files
+from ragline.ingest.errors import IngestError
+from ragline.ingest.parse import parse_file
+from ragline.ingest.records import build_chunks, doc_id_for
+from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
+from ragline.settings import Settings
+from ragline.store.base import DocumentWrite, ModelMismatchError, Store
+from ragline.types import Chunk, ChunkDraft, DocumentRecord, ParsedDocument
+
+#: progress(done_bytes, total_bytes, path): called after each file is handled.
+ProgressCallback = Callable[[int, int, str], None]
+
+
+class Chunker(Protocol):
+    def chunk(self, doc: ParsedDocument) -> list[ChunkDraft]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    path: Path
+    source: str  # canonical absolute POSIX path: the document's identity
+    size: int
+    file_hash: str
+
+
+@dataclass(slots=True)
+class SyncPlan:
+    """What a run will do, decided from hashes alone (pure; see :func:`plan_sync`)."""
+
+    to_index: list[FileState] = field(default_factory=list)
+    unchanged: list[FileState] = field(default_factory=list)
+    to_delete: list[DocumentRecord] = field(default_factory=list)
+
+
+def plan_sync(current: Sequence[FileState], indexed: dict[str, DocumentRecord]) -> SyncPlan:
+    """Split files into new-or-changed and unchanged; records whose file is gone
+    are to delete. ``indexed`` holds only the records under the run's root."""
+    plan = SyncPlan()
+    seen: set[str] = set()
+    for f in current:
+        seen.add(f.source)
+        rec = indexed.get(f.source)
+        if rec is not None and rec.file_hash == f.file_hash:
+            plan.unchanged.append(f)
+        else:
+            plan.to_index.append(f)
+    plan.to_delete = [r for s, r in sorted(indexed.items()) if s not in seen]
+    return plan
+
+
+def in_scope(source: str, root: Path) -> bool:
+    """Is an indexed path under this run's root (so its absence means deletion)?"""
+    r = root.as_posix()
+    return source == r or source.startswith(r.rstrip("/") + "/")
+
+
+def _hash_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(slots=True)
+class _Pending:
+    record: DocumentRecord
+    chunks: list[Chunk]
+    vectors: list[np.ndarray | None]
+    rel: str
+
+
+class Indexer:
+    """Runs a sync of one folder (or file) for one tenant."""
+
+    def __init__(
+        self, store: Store, embedder: Embedder, settings: Settings, chunker: Chunker
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+        self.chunker = chunker
+
+    def check_model(self) -> None:
+        """Record the model on first use; refuse to mix vectors of two models."""
+        stored = self.store.stored_fingerprint()
+        configured = self.embedder.fingerprint
+        if stored is None:
+            self.store.set_fingerprint(configured)
+        elif stored != configured:
+            raise ModelMismatchError(stored, configured)
+
+    def sync(
+        self,
+        root: Path,
+        *,
+        tenant: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        started = time.perf_counter()
+        tenant = tenant or self.settings.tenant
+        root = root.resolve()
+        base = root if root.is_dir() else root.parent
+        report = IngestReport(
+            root=root.as_posix(),
+            tenant=tenant,
+            chunker=self.settings.chunker,
+            model=self.embedder.fingerprint.name,
+        )
+        self.check_model()
+        paths = discover_files(root, self.settings.extensions)
+        report.files = len(paths)
+        indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
+
+        t0 = time.perf_counter()
+        states: list[FileState] = []
+        for path in paths:
+            rel = path.relative_to(base).as_posix()
+            try:
+                size = path.stat().st_size
+                if size > self.settings.max_file_bytes:
+                    raise IngestError(
+                        rel,
+                        None,
+                        f"file is {size:,} bytes, over the limit of "
+                        f"{self.settings.max_file_bytes:,} (RAGLINE_MAX_FILE_BYTES)",
+                    )
+                states.append(
+                    FileState(path, path.as_posix(), size, _hash_bytes(path.read_bytes()))
+                )
+            except IngestError as e:
+                report.failed.append(FileFailure(rel, e.reason, e.line))
+            except OSError as e:
+                report.failed.append(FileFailure(rel, f"cannot read: {e.strerror or e}"))
+        report.add_stage("hash", time.perf_counter() - t0)
+
+        plan = plan_sync(states, indexed)
+        report.skipped = [s.path.relative_to(base).as_posix() for s in plan.unchanged]
+        total_bytes = sum(s.size for s in plan.to_index)
+        done_bytes = 0
+        pending: list[_Pending] = []
+        pending_new = 0
+        for state in plan.to_index:
+            rel = state.path.relative_to(base).as_posix()
+            try:
+                item = self._prepare(state, rel, base, tenant, indexed, report)
+            except IngestError as e:
+                report.failed.append(FileFailure(rel, e.reason, e.line))
+                item = None
+            except Exception as e:  # a parser bug must not stop the other files
+                report.failed.append(FileFailure(rel, f"{type(e).__name__}: {e}"))
+                item = None
+            if item is not None:
+                pending.append(item)
+                pending_new += sum(v is None for v in item.vectors)
+                if pending_new >= self.settings.write_batch_chunks:
+                    self._flush(pending, report)
+                    pending, pending_new = [], 0
+            done_bytes += state.size
+            if progress:
+                progress(done_bytes, total_bytes, rel)
+        self._flush(pending, report)
+
+        t0 = time.perf_counter()
+        for rec in plan.to_delete:
+            self.store.delete_document(rec.doc_id)
+            gone = Path(rec.source)
+            report.deleted.append(
+                gone.relative_to(base).as_posix() if in_scope(rec.source, base) else rec.source
+            )
+        report.add_stage("delete", time.perf_counter() - t0)
+
+        if report.indexed or report.deleted:
+            t0 = time.perf_counter()
+            self.store.optimize()
+            report.add_stage("optimize", time.perf_counter() - t0)
+
+        for state in plan.unchanged:
+            rec = indexed[state.source]
+            self._count_chapter(report, rec.chapter, rec.chunk_count, rec.token_count)
+        report.index_chunks = self.store.count_chunks({"tenant": tenant})
+        report.seconds = time.perf_counter() - started
+        return report
+
+    # -- steps ---------------------------------------------------------------------
+
+    def _prepare(
+        self,
+        state: FileState,
+        rel: str,
+        base: Path,
+        tenant: str,
+        indexed: dict[str, DocumentRecord],
+        report: IngestReport,
+    ) -> _Pending:
+        t0 = time.perf_counter()
+        data = state.path.read_bytes()
+        file_hash = _hash_bytes(data)  # the file may have changed since it was hashed
+        doc = parse_file(state.path, data, max_bytes=self.settings.max_file_bytes)
+        t1 = time.perf_counter()
+        drafts = self.chunker.chunk(doc)
+        t2 = time.perf_counter()
+        report.add_stage("parse", t1 - t0)
+        report.add_stage("chunk", t2 - t1)
+        if not drafts:
+            raise IngestError(rel, None, "no text to index after parsing")
+        chapter = chapter_of(state.path, base)
+        chunks = build_chunks(
+            doc,
+            drafts,
+            tenant=tenant,
+            source=state.source,
+            rel_path=rel,
+            chapter=chapter,
+            base_url=self.settings.base_url,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        doc_id = doc_id_for(tenant, state.source)
+        old: dict[str, np.ndarray] = {}
+        if state.source in indexed:
+            old = self.store.document_vectors(doc_id)
+        record = DocumentRecord(
+            doc_id=doc_id,
+            tenant=tenant,
+            source=state.source,
+            file_hash=file_hash,
+            chunk_count=len(chunks),
+            token_count=sum(c.token_count for c in chunks),
+            chapter=chunks[0].chapter,
+            title=doc.title,
+            format=doc.format,
+            ingested_at=chunks[0].created_at,
+        )
+        vectors = [old.get(c.content_hash) for c in chunks]
+        return _Pending(record, chunks, vectors, rel)
+
+    def _flush(self, pending: list[_Pending], report: IngestReport) -> None:
+        """Embed what is missing across all pending files, then write them together."""
+        if not pending:
+            return
+        todo = [(p, i) for p in pending for i, v in enumerate(p.vectors) if v is None]
+        missing = {id(p): sum(v is None for v in p.vectors) for p in pending}
+        if todo:
+            t0 = time.perf_counter()
+            try:
+                vecs = self.embedder.embed_documents([p.chunks[i].embed_text for p, i in todo])
+            except EmbeddingError as e:
+                for p in pending:
+                    report.failed.append(FileFailure(p.rel, f"embedding failed: {e}"))
+                return
+            report.add_stage("embed", time.perf_counter() - t0)
+            for (p, i), v in zip(todo, vecs, strict=True):
+                p.vectors[i] = v
+        t0 = time.perf_counter()
+        dim = self.embedder.dimension
+        writes = [
+            DocumentWrite(
+                record=p.record,
+                chunks=p.chunks,
+                vectors=np.vstack([v for v in p.vectors if v is not None]).astype(
+                    np.float32, copy=False
+                )
+                if p.vectors
+                else np.zeros((0, dim), np.float32),
+            )
+            for p in pending
+        ]
+        self.store.replace_documents(writes)
+        report.add_stage("write", time.perf_counter() - t0)
+        for p in pending:
+            report.indexed.append(p.rel)
+            report.chunks += len(p.chunks)
+            report.chunks_embedded += missing[id(p)]
+            report.tokens += p.record.token_count
+            self._count_chapter(report, p.record.chapter, len(p.chunks), p.record.token_count)
+        report.chunks_reused = report.chunks - report.chunks_embedded
+
+    @staticmethod
+    def _count_chapter(report: IngestReport, chapter: str, chunks: int, tokens: int) -> None:
+        c = report.per_chapter.setdefault(chapter, ChapterCount())
+        c.files += 1
+        c.chunks += chunks
+        c.tokens += tokens

@@ -1,0 +1,245 @@
+"""Incremental sync against a real LanceDB index and the real model."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ragline.embed.base import ModelFingerprint
+from ragline.engine import Ragline
+from ragline.ingest.sync import FileState, in_scope, plan_sync
+from ragline.store.base import ModelMismatchError
+from ragline.types import DocumentRecord
+
+GUIDE = """---
+title: Zebra guide
+tags: [animals]
+---
+
+# Zebra guide
+
+Zebras are African equines with distinctive black-and-white striped coats.
+
+## Feeding
+
+Zebras graze mostly on grasses and spend most of the day eating.
+
+```python
+def graze(hours: int) -> int:
+    return hours * 2
+```
+
+## Migration
+
+Every year the great migration moves zebras and wildebeest across the Serengeti
+in search of rain-fed grass.
+"""
+
+OCTOPUS = """# Octopus notes
+
+Octopuses have three hearts and blue blood based on hemocyanin.
+
+## Camouflage
+
+Chromatophores in the skin let an octopus change colour in milliseconds.
+"""
+
+KETTLE = "The kettle whistles when the water boils.\n\nDescale it monthly with citric acid.\n"
+
+
+def write_corpus(root: Path) -> Path:
+    (root / "animals").mkdir(parents=True)
+    (root / "animals" / "zebra.md").write_text(GUIDE)
+    (root / "animals" / "octopus.md").write_text(OCTOPUS)
+    (root / "kitchen.txt").write_text(KETTLE)
+    return root
+
+
+def ids(rag: Ragline, query: str, mode: str) -> list[str]:
+    return [h.chunk.source for h in rag.search(query, mode=mode, top_k=20).hits]  # type: ignore[arg-type]
+
+
+def test_first_run_then_unchanged_run_embeds_nothing(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    first = rag.ingest(corpus)
+    assert first.failed == []
+    assert sorted(first.indexed) == ["animals/octopus.md", "animals/zebra.md", "kitchen.txt"]
+    assert first.chunks == first.chunks_embedded > 0
+    assert first.index_chunks == first.chunks
+    assert first.per_chapter["animals"].files == 2
+    assert (tmp_path / "index" / "reports" / "last-ingest.json").is_file()
+
+    again = rag.ingest(corpus)
+    assert again.indexed == [] and again.chunks_embedded == 0
+    assert sorted(again.skipped) == sorted(first.indexed)
+    assert again.index_chunks == first.index_chunks
+    # the per-chapter counts describe the index, whether files were skipped or not
+    assert again.per_chapter["animals"].chunks == first.per_chapter["animals"].chunks
+
+
+def test_edit_reembeds_only_changed_chunks(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag(chunk_min_tokens=0)  # keep each section its own chunk
+    first = rag.ingest(corpus)
+    zebra_chunks = rag.store.count_chunks({"source": (corpus / "animals/zebra.md").as_posix()})
+    assert zebra_chunks >= 3
+
+    edited = GUIDE.replace("in search of rain-fed grass.", "following the rains to fresh pasture.")
+    (corpus / "animals" / "zebra.md").write_text(edited)
+    second = rag.ingest(corpus)
+    assert second.indexed == ["animals/zebra.md"]
+    assert second.chunks == zebra_chunks
+    assert 1 <= second.chunks_embedded < zebra_chunks
+    assert second.chunks_reused == zebra_chunks - second.chunks_embedded
+    assert second.index_chunks == first.index_chunks
+    hits = rag.search("fresh pasture after the rains", mode="bm25").hits
+    assert hits and hits[0].chunk.section == "Migration"
+    old = rag.search("rain-fed grass", mode="bm25", top_k=20).hits
+    assert all("rain-fed" not in h.chunk.text for h in old)
+
+
+def test_deleted_file_leaves_both_indexes(make_rag: Callable[..., Ragline], tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    rag.ingest(corpus)
+    octopus = (corpus / "animals" / "octopus.md").as_posix()
+    assert octopus in ids(rag, "hemocyanin chromatophores", "bm25")
+    assert octopus in ids(rag, "an animal with three hearts", "vector")
+
+    (corpus / "animals" / "octopus.md").unlink()
+    report = rag.ingest(corpus)
+    assert report.deleted == ["animals/octopus.md"]
+    assert octopus not in ids(rag, "hemocyanin chromatophores", "bm25")
+    assert octopus not in ids(rag, "an animal with three hearts", "vector")
+    assert all(d.source != octopus for d in rag.store.documents())
+
+
+def test_ingesting_a_subfolder_does_not_delete_the_rest(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    rag.ingest(corpus)
+    before = rag.store.count_chunks(None)
+    report = rag.ingest(corpus / "animals")
+    assert report.deleted == [] and len(report.skipped) == 2
+    assert rag.store.count_chunks(None) == before
+
+
+MALFORMED: dict[str, bytes] = {
+    "bad-utf8.md": b"# Title\n\nfine line\n\xff\xfe broken bytes\n",
+    "binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
+    "front.md": b"---\ntitle: [unclosed\n---\n\n# Body\n\ntext\n",
+    "empty.md": b"",
+}
+
+
+def test_malformed_files_fail_alone_and_keep_the_index(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag(max_file_bytes=10 * 1024 * 1024)
+    rag.ingest(corpus)
+    before = rag.store.count_chunks(None)
+    zebra_before = rag.search("striped coats", mode="bm25").hits[0].chunk.id
+
+    for name, data in MALFORMED.items():
+        (corpus / name).write_bytes(data)
+    with (corpus / "huge.md").open("wb") as f:  # 50 MB, sparse: never read
+        f.truncate(50 * 1024 * 1024)
+    (corpus / "animals" / "zebra.md").write_bytes(b"# Zebra\n\n\xc3\x28 now broken\n")
+    (corpus / "new.md").write_text("# Giraffe\n\nGiraffes have long necks.\n")
+
+    report = rag.ingest(corpus)
+    failed = {f.path: f for f in report.failed}
+    assert set(failed) == {*MALFORMED, "huge.md", "animals/zebra.md"}
+    assert failed["bad-utf8.md"].line == 4
+    assert "UTF-8" in failed["bad-utf8.md"].reason
+    assert "binary" in failed["binary.md"].reason
+    assert "front matter" in failed["front.md"].reason
+    assert "empty" in failed["empty.md"].reason
+    assert "RAGLINE_MAX_FILE_BYTES" in failed["huge.md"].reason
+    assert failed["animals/zebra.md"].line == 3
+    assert report.indexed == ["new.md"]
+    # the broken zebra.md keeps its previous chunks; nothing else was lost
+    assert rag.store.count_chunks(None) > before
+    assert rag.search("striped coats", mode="bm25").hits[0].chunk.id == zebra_before
+    assert rag.search("long necks", mode="bm25").hits[0].chunk.title == "Giraffe"
+
+
+def test_tenants_are_isolated(make_rag: Callable[..., Ragline], tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "secret.md").write_text("# Secret\n\nThe vault code is kept by the octopus.\n")
+    rag = make_rag()
+    rag.ingest(corpus, tenant="acme")
+    rag.ingest(other, tenant="globex")
+    acme = rag.search("vault code octopus", filters={"tenant": "acme"}, top_k=20).hits
+    globex = rag.search("vault code octopus", filters={"tenant": "globex"}, top_k=20).hits
+    assert acme and all(h.chunk.tenant == "acme" for h in acme)
+    assert globex and all(h.chunk.tenant == "globex" for h in globex)
+    # the same path ingested for two tenants is two documents
+    rag.ingest(other, tenant="acme")
+    assert len([d for d in rag.store.documents() if d.source.endswith("secret.md")]) == 2
+
+
+def test_another_model_is_refused(make_rag: Callable[..., Ragline], tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    rag.ingest(corpus)
+    rag.store.set_fingerprint(ModelFingerprint("some-other-model", 384, "0" * 64))
+    with pytest.raises(ModelMismatchError, match="some-other-model"):
+        rag.ingest(corpus)
+    fresh = make_rag(index=tmp_path / "index")
+    with pytest.raises(ModelMismatchError, match="reindex"):
+        fresh.search("zebra")
+
+
+def test_reindex_reembeds_from_stored_chunks(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    rag.ingest(corpus)
+    n = rag.store.count_chunks(None)
+    rag.store.set_fingerprint(ModelFingerprint("some-other-model", 384, "0" * 64))
+    shutil.rmtree(corpus)  # reindex never reads the source files
+    assert rag.reindex() == n
+    assert rag.store.stored_fingerprint() == rag.embedder.fingerprint
+    assert rag.search("three hearts", mode="vector").hits[0].chunk.title == "Octopus notes"
+
+
+def _rec(source: str, h: str) -> DocumentRecord:
+    return DocumentRecord("id", "t", source, h, 1, 1, "", "", "markdown", "")
+
+
+def test_plan_sync_is_decided_by_hashes() -> None:
+    files = [
+        FileState(Path("/r/a.md"), "/r/a.md", 1, "h1"),
+        FileState(Path("/r/b.md"), "/r/b.md", 1, "h2-new"),
+        FileState(Path("/r/c.md"), "/r/c.md", 1, "h3"),
+    ]
+    indexed = {
+        "/r/a.md": _rec("/r/a.md", "h1"),
+        "/r/b.md": _rec("/r/b.md", "h2"),
+        "/r/d.md": _rec("/r/d.md", "h4"),
+    }
+    plan = plan_sync(files, indexed)
+    assert [f.source for f in plan.unchanged] == ["/r/a.md"]
+    assert [f.source for f in plan.to_index] == ["/r/b.md", "/r/c.md"]
+    assert [r.source for r in plan.to_delete] == ["/r/d.md"]
+
+
+def test_in_scope_matches_whole_path_segments() -> None:
+    assert in_scope("/data/docs/a.md", Path("/data/docs"))
+    assert not in_scope("/data/docs-old/a.md", Path("/data/docs"))
+    assert in_scope("/data/docs/a.md", Path("/data/docs/a.md"))
