@@ -33,6 +33,15 @@ class ModelMismatchError(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    """One document's new state: its record, chunks and their vectors (row i ↔ chunk i)."""
+
+    record: DocumentRecord
+    chunks: Sequence[Chunk]
+    vectors: Vectors
+
+
+@dataclass(frozen=True, slots=True)
 class FieldBoosts:
     """BM25 weight per field: matches in titles and headings count for more."""
 
@@ -67,14 +76,15 @@ class Store(Protocol):
         of a changed file are not embedded again."""
         ...
 
-    def replace_document(
-        self, record: DocumentRecord, chunks: Sequence[Chunk], vectors: Vectors
-    ) -> None:
-        """Make ``chunks`` the document's only chunks, then record the document.
+    def replace_documents(self, items: Sequence[DocumentWrite]) -> None:
+        """Make each item's chunks the only chunks of its document, then record
+        the documents.
 
-        The chunk swap is atomic (readers see the old or the new set, never a mix
-        or duplicates); the record is written last, so a crash in between leaves
-        the file looking unsynced and the next run redoes it.
+        The chunk swap of the whole batch is ONE atomic commit (readers and a
+        crash see the old or the new chunks, never a mix or duplicates; batching
+        several small files per commit keeps ingestion bound by embedding speed).
+        The document records are written after it, so a crash in between leaves
+        those files looking unsynced and the next run redoes them idempotently.
         """
         ...
 

@@ -1,0 +1,142 @@
+"""Metadata filters → SQL predicates that stores push down to their engine.
+
+A filter is a dict of equality tests (``{"tenant": "acme", "has_code": True}``).
+Stores hand the predicate to their engine as a pre-filter (LanceDB ``where``,
+PostgreSQL ``WHERE``), so top-k under a filter is exact and nothing is
+post-filtered in Python. Field names are checked against the known columns and
+values against the column's type, and every literal is escaped, so a filter
+value can never change the shape of the SQL it ends up in.
+
+The output is plain ANSI SQL that LanceDB (DataFusion) and PostgreSQL both read:
+single-quoted strings with quotes doubled (backslashes are literal in both),
+``true``/``false`` for booleans, and bare, validated column names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+from ragline.types import Filters, Scalar
+
+#: Column name → the Python type its filter values must have. Text, list and
+#: JSON columns that make no sense as equality tests are left out.
+CHUNK_FILTER_FIELDS: Mapping[str, type] = {
+    "id": str,
+    "doc_id": str,
+    "tenant": str,
+    "source": str,
+    "title": str,
+    "chapter": str,
+    "section": str,
+    "url": str,
+    "anchor": str,
+    "chunk_index": int,
+    "start_char": int,
+    "end_char": int,
+    "token_count": int,
+    "word_count": int,
+    "has_code": bool,
+    "has_equations": bool,
+    "content_hash": str,
+    "created_at": str,
+    "page": int,
+}
+
+#: Filterable columns of the documents table.
+DOCUMENT_FILTER_FIELDS: Mapping[str, type] = {
+    "doc_id": str,
+    "tenant": str,
+    "source": str,
+    "file_hash": str,
+    "chapter": str,
+    "title": str,
+    "format": str,
+}
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def sql_literal(value: Scalar) -> str:
+    """One value as a SQL literal; strings have their single quotes doubled."""
+    # bool first: it is a subclass of int.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"filter value {value!r} is not a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("filter value contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates: no engine can store them
+            raise ValueError(f"filter value {value!r} is not valid Unicode text") from exc
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"filter value {value!r} has unsupported type {type(value).__name__}")
+
+
+def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ValueError(f"filter field {name!r} is not a valid column name")
+    expected = fields.get(name)
+    if expected is None:
+        known = ", ".join(sorted(fields))
+        raise ValueError(f"unknown filter field {name!r}; filterable fields: {known}")
+    if expected is bool:
+        ok = isinstance(value, bool)
+    elif expected is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif expected is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, expected)
+    if not ok:
+        raise ValueError(
+            f"filter field {name!r} expects {expected.__name__}, "
+            f"got {type(value).__name__} {value!r}"
+        )
+
+
+def to_sql_predicate(
+    filters: Filters | Mapping[str, Scalar] | None,
+    fields: Mapping[str, type] = CHUNK_FILTER_FIELDS,
+) -> str:
+    """``field = literal`` tests joined with AND; ``""`` when there is nothing to filter.
+
+    Raises ValueError naming the field for an unknown field or a value of the
+    wrong type (``has_code="yes"``), instead of letting the engine guess.
+    """
+    if not filters:
+        return ""
+    parts = []
+    for name in sorted(filters):
+        value = filters[name]
+        _check_field(name, value, fields)
+        parts.append(f"{name} = {sql_literal(value)}")
+    return " AND ".join(parts)
+
+
+def sql_in_list(column: str, values: Iterable[Scalar]) -> str:
+    """``column IN (…)`` with escaped literals (``false`` for an empty list).
+
+    ``column`` must be a plain identifier: it is checked, never escaped.
+    """
+    if not _IDENTIFIER.match(column):
+        raise ValueError(f"{column!r} is not a valid column name")
+    literals = [sql_literal(v) for v in values]
+    if not literals:
+        return "false"
+    return f"{column} IN ({', '.join(literals)})"
+
+
+def and_predicates(*predicates: str) -> str:
+    """Non-empty predicates joined with AND, each parenthesised."""
+    kept = [p for p in predicates if p]
+    if len(kept) == 1:
+        return kept[0]
+    return " AND ".join(f"({p})" for p in kept)

@@ -1,0 +1,1010 @@
+"""LanceStore: the embedded default index, one folder on disk, no server.
+
+Layout of the folder::
+
+    meta.json          format, name of the live chunks table, model fingerprint
+    chunks.lance/      one row per Chunk (every field a column, plus vector)
+    documents.lance/   one row per ingested file (DocumentRecord)
+
+Why it is built the way it is:
+
+* Atomic document swaps. ``replace_documents`` is ONE LanceDB ``merge_insert``
+  commit for a whole batch of documents (upsert by chunk id + delete those
+  documents' other chunks), so a reader, or a ``kill -9`` mid-write, sees the
+  old chunk sets or the new ones, never both or half. The document records are
+  written after it.
+* Exact, then approximate. ``optimize()`` keeps the vector index matched to the
+  table's size (``plan_vector_index``): none below 4,096 rows (a scan takes a
+  few ms); below ``ann_min_rows`` an IVF_FLAT index searched in every partition,
+  which returns the exhaustive top-k 5–10× faster than LanceDB's plain scan;
+  from ``ann_min_rows`` on an IVF_SQ index (cosine). IVF_SQ won on 100k × 384
+  (2 cores): built in ~3 s where IVF_HNSW_SQ took ~130 s and IVF_PQ ~60 s, and
+  gave recall@10 0.975 (1.0 with refine) where HNSW_SQ needed ef=200 for 0.96.
+  ANN queries probe ``ann_nprobes`` partitions and re-rank
+  ``ann_refine_factor`` × k candidates at full precision, so ``vector_score``
+  is the exact cosine. An index is retrained once the table has grown 4×.
+* BM25 is LanceDB's native full-text index (English stemming and stop words) on
+  ``title``, ``headings`` and ``text``, queried with one ``MultiMatchQuery`` that
+  carries the field boosts. Rows written since the last ``optimize()`` are not in
+  the index yet, but LanceDB searches them exhaustively, so a write is
+  searchable at once; ``optimize()`` folds them into the index. Deleted rows
+  vanish from both searches at once (deletion vectors).
+* Filters are SQL predicates (``ragline.store.filters``) applied as pre-filters,
+  so top-k under a filter is exact.
+* Readers never go stale: the connection uses ``read_consistency_interval=0``
+  (every read checks for a newer table version, a cheap manifest lookup), and
+  ``meta.json`` is re-read whenever its inode or mtime changes, so a long-lived
+  reader follows writes and ``rebuild`` swaps made by other processes.
+* ``rebuild`` writes a new table (``chunks_<n>``), indexes it, then points
+  ``meta.json`` at it (temp file + ``os.replace``), so a crash mid-rebuild
+  leaves the old table serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.background_loop import LOOP
+from lancedb.db import AsyncConnection
+from lancedb.index import FTS, Bitmap, BTree, IvfFlat, IvfSq
+from lancedb.query import FullTextOperator, MultiMatchQuery
+from lancedb.table import AsyncTable
+
+from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.store.base import DocumentWrite, FieldBoosts, StoreError
+from ragline.store.filters import (
+    DOCUMENT_FILTER_FIELDS,
+    and_predicates,
+    sql_in_list,
+    sql_literal,
+    to_sql_predicate,
+)
+from ragline.types import Chunk, DocumentRecord, Filters, Hit
+
+T = TypeVar("T")
+
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+CHUNKS_TABLE = "chunks"
+DOCUMENTS_TABLE = "documents"
+VECTOR_INDEX = "vector_idx"
+
+#: BM25 fields, in the order boosts are given.
+KEYWORD_FIELDS = ("title", "headings", "text")
+#: Scalar indexes that make the common filters and the id/doc_id lookups cheap.
+_SCALAR_INDEXES: dict[str, BTree | Bitmap] = {
+    "id": BTree(),
+    "doc_id": BTree(),
+    "tenant": Bitmap(),
+    "chapter": Bitmap(),
+}
+_FTS_CONFIG = FTS(
+    base_tokenizer="simple",
+    language="English",
+    lower_case=True,
+    stem=True,
+    remove_stop_words=True,
+    ascii_folding=True,
+    with_position=False,
+)
+#: Below this many rows a plain exhaustive scan is fast enough (~4 ms): no vector index.
+MIN_VECTOR_INDEX_ROWS = 4096
+#: Rows per IVF partition the indexes are trained for (LanceDB's own default).
+_ROWS_PER_PARTITION = 8192
+#: Retrain a vector index once the table is this many times the trained size…
+_RETRAIN_GROWTH = 4
+#: …or once optimize() has appended this many delta segments to it (each one is
+#: searched separately: 8 deltas cost ~20% latency at 100k rows).
+_MAX_INDEX_SEGMENTS = 8
+#: optimize() deletes table versions older than this (readers use the latest).
+_CLEANUP_AFTER = timedelta(minutes=1)
+#: Longest keyword query kept, in characters (BM25 over a whole page is noise).
+_MAX_QUERY_CHARS = 2000
+
+_NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def chunk_schema(dimension: int) -> pa.Schema:
+    """Arrow schema of a chunks table: one column per Chunk field, plus the
+    BM25 ``headings`` string and the ``vector``."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("tenant", pa.string(), nullable=False),
+            pa.field("source", pa.string()),
+            pa.field("title", pa.string()),
+            pa.field("chapter", pa.string()),
+            pa.field("section", pa.string()),
+            pa.field("heading_path", pa.list_(pa.string())),
+            pa.field("headings", pa.string()),
+            pa.field("url", pa.string()),
+            pa.field("anchor", pa.string()),
+            pa.field("chunk_index", pa.int32()),
+            pa.field("start_char", pa.int64()),
+            pa.field("end_char", pa.int64()),
+            pa.field("token_count", pa.int32()),
+            pa.field("word_count", pa.int32()),
+            pa.field("has_code", pa.bool_()),
+            pa.field("has_equations", pa.bool_()),
+            pa.field("content_hash", pa.string()),
+            pa.field("created_at", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("page", pa.int32(), nullable=True),
+            pa.field("metadata", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ]
+    )
+
+
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("tenant", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("file_hash", pa.string()),
+        pa.field("chunk_count", pa.int64()),
+        pa.field("token_count", pa.int64()),
+        pa.field("chapter", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("format", pa.string()),
+        pa.field("ingested_at", pa.string()),
+    ]
+)
+
+#: Columns a Chunk is rebuilt from (no vector, no derived ``headings``).
+CHUNK_COLUMNS = (
+    "id",
+    "doc_id",
+    "tenant",
+    "source",
+    "title",
+    "chapter",
+    "section",
+    "heading_path",
+    "url",
+    "anchor",
+    "chunk_index",
+    "start_char",
+    "end_char",
+    "token_count",
+    "word_count",
+    "has_code",
+    "has_equations",
+    "content_hash",
+    "created_at",
+    "text",
+    "page",
+    "metadata",
+)
+_DOCUMENT_COLUMNS = tuple(DOCUMENT_SCHEMA.names)
+
+
+# --------------------------------------------------------------------------- pure
+
+
+def sanitize_fts_query(text: str) -> str:
+    """Words only: punctuation (quotes, colons, brackets, ``-``, ``*``, ``~``) becomes
+    space, so user input can never be read as query syntax. The FTS tokenizer
+    splits on punctuation anyway, so no searchable term is lost."""
+    return " ".join(_NON_WORD.sub(" ", text[:_MAX_QUERY_CHARS]).split())
+
+
+def _vector_array(vectors: Vectors, dimension: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
+    return pa.FixedSizeListArray.from_arrays(flat, dimension)
+
+
+def check_vectors(vectors: Any, rows: int, dimension: int, what: str) -> Vectors:
+    """``vectors`` as a (rows, dimension) finite float32 matrix, or StoreError saying why."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2 or arr.shape[0] != rows:
+        raise StoreError(f"{what}: expected {rows} vectors, got array of shape {arr.shape}")
+    if arr.shape[1] != dimension:
+        raise StoreError(
+            f"{what}: vectors have dimension {arr.shape[1]} but the index stores {dimension}; "
+            "run `ragline reindex` after changing the embedding model"
+        )
+    if rows and not np.isfinite(arr).all():
+        raise StoreError(f"{what}: vectors contain NaN or infinite values")
+    return arr
+
+
+def chunks_to_arrow(chunks: Sequence[Chunk], vectors: Vectors, dimension: int) -> pa.Table:
+    """Chunks and their vectors as rows of :func:`chunk_schema`."""
+    vecs = check_vectors(vectors, len(chunks), dimension, "chunks")
+    columns: dict[str, Any] = {
+        "id": [c.id for c in chunks],
+        "doc_id": [c.doc_id for c in chunks],
+        "tenant": [c.tenant for c in chunks],
+        "source": [c.source for c in chunks],
+        "title": [c.title for c in chunks],
+        "chapter": [c.chapter for c in chunks],
+        "section": [c.section for c in chunks],
+        "heading_path": [list(c.heading_path) for c in chunks],
+        "headings": [" > ".join(h for h in c.heading_path if h) for c in chunks],
+        "url": [c.url for c in chunks],
+        "anchor": [c.anchor for c in chunks],
+        "chunk_index": [c.chunk_index for c in chunks],
+        "start_char": [c.start_char for c in chunks],
+        "end_char": [c.end_char for c in chunks],
+        "token_count": [c.token_count for c in chunks],
+        "word_count": [c.word_count for c in chunks],
+        "has_code": [c.has_code for c in chunks],
+        "has_equations": [c.has_equations for c in chunks],
+        "content_hash": [c.content_hash for c in chunks],
+        "created_at": [c.created_at for c in chunks],
+        "text": [c.text for c in chunks],
+        "page": [c.page for c in chunks],
+        # default=str: YAML front matter may hold dates; they come back as strings.
+        "metadata": [
+            json.dumps(c.metadata, sort_keys=True, default=str) if c.metadata else "{}"
+            for c in chunks
+        ],
+    }
+    schema = chunk_schema(dimension)
+    arrays = [pa.array(columns[f.name], f.type) for f in schema if f.name != "vector"]
+    arrays.append(_vector_array(vecs, dimension))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def arrow_to_chunks(table: pa.Table | pa.RecordBatch) -> list[Chunk]:
+    """Rows (with at least :data:`CHUNK_COLUMNS`) back into Chunks, column-wise."""
+    cols = [table.column(name).to_pylist() for name in CHUNK_COLUMNS]
+    out: list[Chunk] = []
+    for (
+        id_,
+        doc_id,
+        tenant,
+        source,
+        title,
+        chapter,
+        section,
+        heading_path,
+        url,
+        anchor,
+        chunk_index,
+        start_char,
+        end_char,
+        token_count,
+        word_count,
+        has_code,
+        has_equations,
+        content_hash,
+        created_at,
+        text,
+        page,
+        metadata,
+    ) in zip(*cols, strict=True):
+        out.append(
+            Chunk(
+                id=id_,
+                doc_id=doc_id,
+                tenant=tenant,
+                source=source,
+                title=title,
+                chapter=chapter,
+                section=section,
+                heading_path=tuple(heading_path or ()),
+                url=url,
+                anchor=anchor,
+                chunk_index=chunk_index,
+                start_char=start_char,
+                end_char=end_char,
+                token_count=token_count,
+                word_count=word_count,
+                has_code=has_code,
+                has_equations=has_equations,
+                content_hash=content_hash,
+                created_at=created_at,
+                text=text,
+                page=page,
+                metadata=json.loads(metadata) if metadata and metadata != "{}" else {},
+            )
+        )
+    return out
+
+
+def arrow_vectors(table: pa.Table | pa.RecordBatch, dimension: int) -> Vectors:
+    """The ``vector`` column as an (n, dimension) float32 matrix (no Python loop)."""
+    col = table.column("vector")
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if len(arr) == 0:
+        return np.zeros((0, dimension), dtype=np.float32)
+    values = arr.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(values, dtype=np.float32).reshape(len(arr), dimension)
+
+
+def _document_to_row(record: DocumentRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in _DOCUMENT_COLUMNS}
+
+
+def _rows_to_documents(table: pa.Table) -> list[DocumentRecord]:
+    return [DocumentRecord(**row) for row in table.select(list(_DOCUMENT_COLUMNS)).to_pylist()]
+
+
+# ------------------------------------------------------------------- vector index
+
+VectorIndexKind = Literal["exact", "ann"]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorIndexPlan:
+    """The vector index a table has (or should have).
+
+    ``exact``: IVF_FLAT, every partition probed, so results are the exhaustive
+    top-k, only 5–10× faster than LanceDB's plain scan (20k rows: 3 ms vs 16 ms;
+    50k: 12 ms vs 120 ms on 2 busy cores). ``ann``: IVF_SQ, ``ann_nprobes``
+    partitions probed and candidates re-ranked at full precision.
+    """
+
+    kind: VectorIndexKind
+    rows: int  # table rows when it was trained
+    partitions: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"kind": self.kind, "rows": self.rows, "partitions": self.partitions}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VectorIndexPlan:
+        kind = d["kind"]
+        if kind not in ("exact", "ann"):
+            raise ValueError(f"unknown vector index kind {kind!r}")
+        return cls(kind=kind, rows=int(d["rows"]), partitions=int(d["partitions"]))
+
+
+def plan_vector_index(
+    rows: int, current: VectorIndexPlan | None, ann_min_rows: int, segments: int = 1
+) -> VectorIndexPlan | None:
+    """The vector index a table of ``rows`` rows should have: none while a scan is
+    cheap, an exact one below ``ann_min_rows``, an approximate one from there on;
+    retrained when the table has grown ``_RETRAIN_GROWTH``× since training or the
+    index has more than ``_MAX_INDEX_SEGMENTS`` segments (``segments``).
+    Returns ``current`` itself when it is still right."""
+    if rows < MIN_VECTOR_INDEX_ROWS:
+        # An exact index may stay (still exact); an approximate one may not.
+        return current if current is not None and current.kind == "exact" else None
+    kind: VectorIndexKind = "ann" if rows >= ann_min_rows else "exact"
+    if (
+        current is not None
+        and current.kind == kind
+        and rows < _RETRAIN_GROWTH * current.rows
+        and segments <= _MAX_INDEX_SEGMENTS
+    ):
+        return current
+    return VectorIndexPlan(kind, rows, max(1, math.ceil(rows / _ROWS_PER_PARTITION)))
+
+
+# ----------------------------------------------------------------------- meta.json
+
+
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    chunks_table: str = CHUNKS_TABLE
+    generation: int = 0
+    fingerprint: ModelFingerprint | None = None
+    vector_index: VectorIndexPlan | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT_VERSION,
+                "chunks_table": self.chunks_table,
+                "generation": self.generation,
+                "fingerprint": self.fingerprint.to_dict() if self.fingerprint else None,
+                "vector_index": self.vector_index.to_dict() if self.vector_index else None,
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_file(cls, path: Path) -> _Meta:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT_VERSION:
+                raise StoreError(
+                    f"{path}: index format {data.get('format')!r} is not supported "
+                    f"(this ragline reads format {FORMAT_VERSION})"
+                )
+            fp = data.get("fingerprint")
+            vi = data.get("vector_index")
+            return cls(
+                chunks_table=str(data["chunks_table"]),
+                generation=int(data["generation"]),
+                fingerprint=ModelFingerprint.from_dict(fp) if fp else None,
+                vector_index=VectorIndexPlan.from_dict(vi) if vi else None,
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"{path}: cannot read index metadata: {exc}") from exc
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file + fsync + os.replace: readers see the old or new file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):  # not every platform can fsync a directory
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- store
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine on LanceDB's background loop; its errors become StoreError.
+
+    Each public call builds one coroutine, so it crosses into LanceDB's event loop
+    once: the sync ``lancedb.Table`` wrapper makes several hops per query (≈ 2 ms
+    of the ~6 ms a 20k-row keyword search took through it).
+    """
+    try:
+        return cast(T, LOOP.run(coro))  # type: ignore[no-untyped-call]
+    except (StoreError, StopAsyncIteration):
+        raise
+    except Exception as exc:
+        raise StoreError(f"LanceDB: {exc}") from exc
+
+
+async def _open_or_create(db: AsyncConnection, name: str, schema: pa.Schema) -> AsyncTable:
+    if name in await _table_names(db):
+        return await db.open_table(name)
+    return await db.create_table(name, schema=schema, exist_ok=True)
+
+
+async def _table_names(db: AsyncConnection) -> set[str]:
+    return set((await db.list_tables()).tables)
+
+
+async def _table_dimension(table: AsyncTable) -> int:
+    field_type = (await table.schema()).field("vector").type
+    return int(cast(pa.FixedSizeListType, field_type).list_size)
+
+
+async def _index_names(table: AsyncTable) -> set[str]:
+    return {ix.name for ix in await table.list_indices()}
+
+
+async def _ensure_indexes(table: AsyncTable) -> None:
+    """Create the scalar and full-text indexes a table lacks (instant on an empty table)."""
+    present = await _index_names(table)
+    for column, config in _SCALAR_INDEXES.items():
+        if f"{column}_idx" not in present:
+            await table.create_index(column, config=config)
+    for column in KEYWORD_FIELDS:
+        if f"{column}_idx" not in present:
+            await table.create_index(column, config=_FTS_CONFIG)
+
+
+async def _apply_vector_index(
+    table: AsyncTable, current: VectorIndexPlan | None, wanted: VectorIndexPlan | None
+) -> None:
+    """Build, replace or drop the vector index so the table matches ``wanted``."""
+    present = VECTOR_INDEX in await _index_names(table)
+    if wanted is None:
+        if present:
+            await table.drop_index(VECTOR_INDEX)
+        return
+    if wanted is current and present:
+        return
+    config: IvfFlat | IvfSq
+    if wanted.kind == "exact":
+        config = IvfFlat(distance_type="cosine", num_partitions=wanted.partitions)
+    else:
+        config = IvfSq(distance_type="cosine", num_partitions=wanted.partitions)
+    # IvfSq is missing from AsyncTable.create_index's annotation, not its implementation.
+    await table.create_index("vector", config=cast(Any, config), replace=True, name=VECTOR_INDEX)
+
+
+class LanceStore:
+    """The :class:`~ragline.store.base.Store` on an embedded LanceDB folder.
+
+    ``dimension`` is the vector size for a new index; an existing index keeps
+    its own (see :attr:`dimension`) until :meth:`rebuild` changes it.
+    ``doc_id`` identifies a document across tenants (the sync layer derives it
+    from tenant + path). Thread-safe; several processes may read while one writes.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        dimension: int,
+        ann_min_rows: int = 50_000,
+        ann_ef: int = 100,
+        ann_nprobes: int = 20,
+        ann_refine_factor: int = 4,
+    ) -> None:
+        if dimension < 1:
+            raise ValueError(f"dimension must be positive, got {dimension}")
+        if ann_min_rows < 0 or ann_ef < 1 or ann_nprobes < 1 or ann_refine_factor < 1:
+            raise ValueError(
+                "ann_min_rows must be ≥ 0 and ann_ef, ann_nprobes, ann_refine_factor ≥ 1"
+            )
+        self.path = Path(path)
+        self.ann_min_rows = ann_min_rows
+        self.ann_ef = ann_ef  # only used by HNSW indexes; kept for indexes built elsewhere
+        self.ann_nprobes = ann_nprobes
+        self.ann_refine_factor = ann_refine_factor
+        self._lock = threading.RLock()
+        self._closed = False
+        self._meta = _Meta()
+        self._meta_stamp: tuple[int, int, int] | None = None
+        self._chunks: AsyncTable | None = None
+        self._chunks_name = ""
+        self._dimension = dimension
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._db: AsyncConnection = _run(
+                lancedb.connect_async(self.path, read_consistency_interval=timedelta(0))
+            )
+            with self._lock:
+                if not self._meta_path().is_file():
+                    table = _run(_open_or_create(self._db, CHUNKS_TABLE, chunk_schema(dimension)))
+                    _run(_ensure_indexes(table))
+                    _write_atomic(self._meta_path(), _Meta().to_json())
+                self._docs: AsyncTable = _run(
+                    _open_or_create(self._db, DOCUMENTS_TABLE, DOCUMENT_SCHEMA)
+                )
+                self._refresh()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{self.path}: cannot open the index: {exc}") from exc
+
+    @classmethod
+    def open(cls, path: Path, **kwargs: int) -> LanceStore:
+        """Open an existing index with the dimension it was built with."""
+        meta_path = Path(path) / META_FILE
+        if not meta_path.is_file():
+            raise StoreError(f"{path}: no ragline index here (missing {META_FILE})")
+        meta = _Meta.from_file(meta_path)
+
+        async def dimension() -> int:
+            db = await lancedb.connect_async(Path(path))
+            return await _table_dimension(await db.open_table(meta.chunks_table))
+
+        try:
+            dim = _run(dimension())
+        except Exception as exc:
+            raise StoreError(f"{path}: cannot open table {meta.chunks_table!r}: {exc}") from exc
+        return cls(path, dimension=dim, **kwargs)
+
+    def __enter__(self) -> LanceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ handles
+
+    @property
+    def dimension(self) -> int:
+        """Vector size of the live chunks table."""
+        self._table()
+        return self._dimension
+
+    def _meta_path(self) -> Path:
+        return self.path / META_FILE
+
+    def _refresh(self) -> None:
+        """Follow meta.json (fingerprint, rebuild swaps) when another writer changed it:
+        one ``stat`` per call, a re-read only when the file was replaced."""
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed")
+        try:
+            st = os.stat(self._meta_path())
+        except FileNotFoundError as exc:
+            raise StoreError(f"{self.path}: index metadata {META_FILE} is missing") from exc
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._meta_stamp and self._chunks is not None:
+            return
+        meta = _Meta.from_file(self._meta_path())
+        if self._chunks is None or meta.chunks_table != self._chunks_name:
+            try:
+                table = _run(self._db.open_table(meta.chunks_table))
+                dimension = _run(_table_dimension(table))
+            except Exception as exc:
+                raise StoreError(
+                    f"{self.path}: cannot open chunks table {meta.chunks_table!r}: {exc}"
+                ) from exc
+            self._chunks, self._chunks_name, self._dimension = table, meta.chunks_table, dimension
+        self._meta = meta
+        self._meta_stamp = stamp
+
+    def _table(self) -> AsyncTable:
+        with self._lock:
+            self._refresh()
+            assert self._chunks is not None
+            return self._chunks
+
+    def _write_meta(self, meta: _Meta) -> None:
+        _write_atomic(self._meta_path(), meta.to_json())
+        self._meta_stamp = None  # re-read (and re-open the table if it moved)
+        self._refresh()
+
+    # -------------------------------------------------------------- fingerprint
+
+    def stored_fingerprint(self) -> ModelFingerprint | None:
+        with self._lock:
+            self._refresh()
+            return self._meta.fingerprint
+
+    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+        """Record the model; an empty index simply takes the model's dimension."""
+        with self._lock:
+            table = self._table()
+            if fingerprint.dimension != self._dimension and _run(table.count_rows()) == 0:
+                self.rebuild(fingerprint, [])
+                return
+            if fingerprint.dimension != self._dimension:
+                raise StoreError(
+                    f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
+                    f"the index stores {self._dimension}-dim ones; use rebuild() to change models"
+                )
+            self._write_meta(replace(self._meta, fingerprint=fingerprint))
+
+    # ------------------------------------------------------------------- writes
+
+    def replace_documents(self, items: Sequence[DocumentWrite]) -> None:
+        """One commit for the whole batch's chunks, then one for the records.
+
+        The chunk commit is a ``merge_insert`` that upserts every new chunk by id
+        and deletes the batch documents' other chunks, or a plain append when
+        none of the documents has chunks yet (at 100k rows, 1,000 chunks: ~200 ms
+        for the merge with its join against the whole table, ~25 ms appended)."""
+        if not items:
+            return
+        dimension = self.dimension
+        doc_ids: set[str] = set()
+        chunk_ids: set[str] = set()
+        parts: list[pa.Table] = []
+        for item in items:
+            record = item.record
+            what = f"document {record.doc_id!r} ({record.source})"
+            if record.doc_id in doc_ids:
+                raise StoreError(f"{what}: the document appears twice in one batch")
+            doc_ids.add(record.doc_id)
+            for c in item.chunks:
+                if c.doc_id != record.doc_id or c.tenant != record.tenant:
+                    raise StoreError(
+                        f"{what}: chunk {c.id!r} belongs to document {c.doc_id!r} "
+                        f"of tenant {c.tenant!r}"
+                    )
+                if c.id in chunk_ids:
+                    raise StoreError(f"{what}: duplicate chunk id {c.id!r}")
+                chunk_ids.add(c.id)
+            try:
+                parts.append(chunks_to_arrow(item.chunks, item.vectors, dimension))
+            except StoreError as exc:
+                raise StoreError(f"{what}: {exc}") from exc
+        data = pa.concat_tables(parts)
+        records = pa.Table.from_pylist(
+            [_document_to_row(item.record) for item in items], schema=DOCUMENT_SCHEMA
+        )
+        gone = sql_in_list("doc_id", sorted(doc_ids))
+
+        async def write(table: AsyncTable) -> None:
+            if await table.count_rows(gone) == 0:
+                # New documents only (a first ingest): a plain append is also one
+                # commit, without the merge's join against the whole table.
+                if data.num_rows:
+                    await table.add(data)
+            else:
+                await (
+                    table.merge_insert("id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .when_not_matched_by_source_delete(gone)
+                    .execute(data)
+                )
+            await (
+                self._docs.merge_insert("doc_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(records)
+            )
+
+        with self._lock:
+            table = self._table()
+            if self._dimension != dimension:  # a rebuild elsewhere changed it meanwhile
+                raise StoreError(f"{self.path}: the index was rebuilt during the write; retry")
+            try:
+                _run(write(table))
+            except Exception as exc:
+                first = items[0].record.source
+                raise StoreError(
+                    f"{self.path}: writing {len(items)} document(s) ({first}, …) failed: {exc}"
+                ) from exc
+
+    def delete_document(self, doc_id: str) -> None:
+        pred = f"doc_id = {sql_literal(doc_id)}"
+
+        async def delete(table: AsyncTable) -> None:
+            await table.delete(pred)  # chunks first: a crash leaves the record → redo
+            await self._docs.delete(pred)
+
+        with self._lock:
+            table = self._table()
+            try:
+                _run(delete(table))
+            except Exception as exc:
+                raise StoreError(f"document {doc_id!r}: delete failed: {exc}") from exc
+
+    # ------------------------------------------------------------------ reads
+
+    def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
+        self._table()  # closed / missing-index checks
+        query = self._docs.query().select(list(_DOCUMENT_COLUMNS))
+        if tenant is not None:
+            query = query.where(to_sql_predicate({"tenant": tenant}, DOCUMENT_FILTER_FIELDS))
+        records = _rows_to_documents(_run(query.to_arrow()))
+        records.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
+        return records
+
+    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
+        table = self._table()
+        query = (
+            table.query()
+            .where(f"doc_id = {sql_literal(doc_id)}")
+            .select(["content_hash", "vector"])
+        )
+        rows = _run(query.to_arrow())
+        vecs = arrow_vectors(rows, self._dimension)
+        return dict(zip(rows.column("content_hash").to_pylist(), vecs, strict=True))
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        if not ids:
+            return {}
+        table = self._table()
+        unique = list(dict.fromkeys(ids))
+        query = table.query().where(sql_in_list("id", unique)).select(["id", "vector"])
+        rows = _run(query.to_arrow())
+        vecs = arrow_vectors(rows, self._dimension)
+        return dict(zip(rows.column("id").to_pylist(), vecs, strict=True))
+
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
+        wanted = sorted({int(i) for i in indices})
+        if not wanted:
+            return []
+        table = self._table()
+        pred = and_predicates(f"doc_id = {sql_literal(doc_id)}", sql_in_list("chunk_index", wanted))
+        rows = _run(table.query().where(pred).select(list(CHUNK_COLUMNS)).to_arrow())
+        return sorted(arrow_to_chunks(rows), key=lambda c: c.chunk_index)
+
+    def count_chunks(self, filters: Filters | None = None) -> int:
+        pred = to_sql_predicate(filters)
+        return int(_run(self._table().count_rows(pred or None)))
+
+    def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
+        """Streams Arrow batches of the table version current at the first call."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        table = self._table()
+        dimension = self._dimension
+        query = table.query().select([*CHUNK_COLUMNS, "vector"])
+        reader = _run(query.to_batches(max_batch_length=batch_size))
+        while True:
+            try:
+                batch = _run(reader.__anext__())
+            except StopAsyncIteration:
+                return
+            if batch.num_rows:
+                yield arrow_to_chunks(batch), arrow_vectors(batch, dimension)
+
+    # ----------------------------------------------------------------- search
+
+    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
+        if k <= 0:
+            return []
+        pred = to_sql_predicate(filters)
+        table = self._table()
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self._dimension:
+            raise StoreError(
+                f"query vector has dimension {q.shape[0]} but the index stores {self._dimension}"
+            )
+        if not np.isfinite(q).all():
+            raise StoreError("query vector contains NaN or infinite values")
+        search = (
+            table.query()
+            .nearest_to(q)
+            .column("vector")
+            .distance_type("cosine")
+            .select([*CHUNK_COLUMNS, "_distance"])
+            .limit(k)
+        )
+        plan = self._meta.vector_index  # what the last optimize() built (meta is fresh)
+        if plan is not None and plan.kind == "exact":
+            search = search.nprobes(max(plan.partitions, self.ann_nprobes))  # all of them
+        elif plan is not None:
+            search = (
+                search.nprobes(self.ann_nprobes)
+                .refine_factor(self.ann_refine_factor)
+                .ef(self.ann_ef)
+            )
+        if pred:
+            search = search.where(pred)  # a pre-filter unless .postfilter() is asked for
+        rows = _run(search.to_arrow())
+        chunks = arrow_to_chunks(rows)
+        sims = [1.0 - d for d in rows.column("_distance").to_pylist()]
+        return [
+            Hit(chunk=c, score=s, vector_score=s)
+            for c, s in zip(chunks, sims, strict=True)
+            if not math.isnan(s)
+        ]
+
+    def keyword_search(
+        self,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> list[Hit]:
+        if k <= 0:
+            return []
+        text = sanitize_fts_query(query)
+        if not text:
+            return []
+        pred = to_sql_predicate(filters)
+        b = boosts or FieldBoosts()
+        weighted = [
+            (f, w)
+            for f, w in zip(KEYWORD_FIELDS, (b.title, b.headings, b.text), strict=True)
+            if w > 0
+        ]
+        if not weighted:
+            return []
+        fts = MultiMatchQuery(
+            text,
+            [f for f, _ in weighted],
+            boosts=[float(w) for _, w in weighted],
+            operator=FullTextOperator.OR,
+        )
+        search = (
+            self._table().query().nearest_to_text(fts).select([*CHUNK_COLUMNS, "_score"]).limit(k)
+        )
+        if pred:
+            search = search.where(pred)
+        rows = _run(search.to_arrow())
+        chunks = arrow_to_chunks(rows)
+        scores = rows.column("_score").to_pylist()
+        return [
+            Hit(chunk=c, score=float(s), keyword_score=float(s))
+            for c, s in zip(chunks, scores, strict=True)
+        ]
+
+    # ------------------------------------------------------------ maintenance
+
+    def optimize(self) -> None:
+        """Compact, drop versions older than a minute, fold new rows into every
+        index, and build, retrain or drop the vector index as the table's size
+        asks (see :func:`plan_vector_index`)."""
+
+        async def run(table: AsyncTable) -> VectorIndexPlan | None:
+            await _ensure_indexes(table)
+            await table.optimize(cleanup_older_than=_CLEANUP_AFTER)
+            await self._docs.optimize(cleanup_older_than=_CLEANUP_AFTER)
+            # Trust meta.json only if the index it describes is there (a crash may
+            # have come between building one and recording it).
+            stats = await table.index_stats(VECTOR_INDEX)
+            current = self._meta.vector_index if stats is not None else None
+            segments = stats.num_indices if stats is not None and stats.num_indices else 1
+            rows = await table.count_rows()
+            wanted = plan_vector_index(rows, current, self.ann_min_rows, segments)
+            await _apply_vector_index(table, current, wanted)
+            return wanted
+
+        with self._lock:
+            table = self._table()
+            try:
+                wanted = _run(run(table))
+            except Exception as exc:
+                raise StoreError(f"{self.path}: optimize failed: {exc}") from exc
+            if wanted != self._meta.vector_index:
+                self._write_meta(replace(self._meta, vector_index=wanted))
+
+    def rebuild(
+        self,
+        fingerprint: ModelFingerprint,
+        batches: Iterable[tuple[list[Chunk], Vectors]],
+    ) -> int:
+        with self._lock:
+            self._refresh()
+            old = self._meta
+            generation = old.generation + 1
+            name = f"{CHUNKS_TABLE}_{generation}"
+            dimension = fingerprint.dimension
+            try:
+                # A crashed rebuild may have left tables behind; the live one stays.
+                for stale in _run(_table_names(self._db)):
+                    if stale.startswith(CHUNKS_TABLE) and stale != old.chunks_table:
+                        _run(self._db.drop_table(stale))
+                table = _run(self._db.create_table(name, schema=chunk_schema(dimension)))
+            except Exception as exc:
+                raise StoreError(f"{self.path}: rebuild could not start: {exc}") from exc
+            count = 0
+            try:
+                for chunks, vectors in batches:
+                    if chunks:
+                        _run(table.add(chunks_to_arrow(chunks, vectors, dimension)))
+                        count += len(chunks)
+                vector_index = _run(self._finish_rebuilt_table(table, count))
+            except BaseException:
+                # Anything that stops the rebuild (a bad batch, the caller's embedder
+                # failing, Ctrl-C) drops the new table and propagates unchanged; the
+                # old table never stopped serving.
+                with contextlib.suppress(Exception):
+                    _run(self._db.drop_table(name))
+                raise
+            self._write_meta(
+                _Meta(
+                    chunks_table=name,
+                    generation=generation,
+                    fingerprint=fingerprint,
+                    vector_index=vector_index,
+                )
+            )
+            # A reader of another process still on the old table fails one read at
+            # worst: its next call sees the new meta.json and re-opens.
+            with contextlib.suppress(Exception):
+                _run(self._db.drop_table(old.chunks_table))
+            return count
+
+    async def _finish_rebuilt_table(self, table: AsyncTable, count: int) -> VectorIndexPlan | None:
+        """Compact the freshly written table and build its indexes before it goes live."""
+        await table.optimize(cleanup_older_than=_CLEANUP_AFTER)
+        await _ensure_indexes(table)
+        wanted = plan_vector_index(count, None, self.ann_min_rows)
+        await _apply_vector_index(table, None, wanted)
+        return wanted
+
+    def index_info(self) -> dict[str, Any]:
+        """What ``ragline status`` shows: live table, rows, dimension, and each
+        index with the rows it does not cover yet (searched exhaustively until
+        the next :meth:`optimize`)."""
+        table = self._table()
+
+        async def info() -> tuple[int, list[Any]]:
+            return await table.count_rows(), list(await table.list_indices())
+
+        rows, indexes = _run(info())
+        vector = next((ix.index_type for ix in indexes if ix.name == VECTOR_INDEX), None)
+        plan = self._meta.vector_index
+        return {
+            "path": str(self.path),
+            "table": self._chunks_name,
+            "rows": rows,
+            "dimension": self._dimension,
+            "vector_index": vector,
+            "vector_search": "approximate" if plan and plan.kind == "ann" else "exact",
+            "indexes": {
+                ix.name: {"type": ix.index_type, "unindexed_rows": ix.num_unindexed_rows}
+                for ix in indexes
+            },
+        }
+
+    def close(self) -> None:
+        """Forget the table handles; later calls raise StoreError."""
+        with self._lock:
+            self._closed = True
+            self._chunks = None
