@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]  # shape (n, dimension), rows L2-normalised
+
+
+class EmbeddingError(RuntimeError):
+    """An embedder could not produce vectors (bad model file, remote endpoint refused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,27 @@ def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
         while block := f.read(chunk_size):
             h.update(block)
     return h.hexdigest()
+
+
+_digest_cache: dict[tuple[str, int, int], str] = {}
+_digest_lock = threading.Lock()
+
+
+def cached_file_sha256(path: Path) -> str:
+    """:func:`file_sha256`, computed once per process per (path, size, mtime).
+
+    Embedders verify and fingerprint their weights at load; a process that builds
+    several embedders (tests, a server reloading settings) should not rehash them.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise EmbeddingError(f"model file not found: {path}") from None
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _digest_lock:
+        if key not in _digest_cache:
+            _digest_cache[key] = file_sha256(str(path))
+        return _digest_cache[key]
 
 
 def l2_normalise(x: npt.NDArray[np.floating]) -> Vectors:

