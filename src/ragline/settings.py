@@ -19,6 +19,8 @@ MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]
 EmbedderName = Literal["onnx", "sentence-transformers", "openai"]
 RerankerName = Literal["heuristic", "cross-encoder"]
+GeneratorName = Literal["extractive", "openai"]
+UnsupportedPolicy = Literal["flag", "remove"]
 
 
 def _env(name: str) -> AliasChoices:
@@ -39,23 +41,55 @@ class Settings(BaseSettings):
 
     # --- where -----------------------------------------------------------------
     index_dir: Path = Field(Path(".ragline"), description="Folder of the embedded index.")
-    tenant: str = Field("default", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")
-    base_url: str = Field("", description="Prefix for chunk URLs (e.g. a docs site); file URLs when empty.")
+    tenant: str = Field(
+        "default",
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.\-]+$",
+        description="Tenant every command works in (documents, searches, answers).",
+    )
+    base_url: str = Field(
+        "", description="Prefix for chunk URLs (e.g. a docs site); file URLs when empty."
+    )
 
     # --- ingestion ---------------------------------------------------------------
-    chunker: ChunkerName = "section"
-    chunk_max_tokens: int = Field(512, ge=32, le=8192)
-    chunk_overlap_tokens: int = Field(50, ge=0, le=1024)
-    chunk_min_tokens: int = Field(100, ge=0, le=4096)
-    recursive_chunk_chars: int = Field(500, ge=50, le=100_000)
-    recursive_overlap_chars: int = Field(50, ge=0, le=10_000)
+    chunker: ChunkerName = Field("section", description="section (structure-aware) or recursive.")
+    chunk_max_tokens: int = Field(512, ge=32, le=8192, description="Section chunk size limit.")
+    chunk_overlap_tokens: int = Field(
+        50, ge=0, le=1024, description="Tokens repeated from the previous chunk of a section."
+    )
+    chunk_min_tokens: int = Field(
+        100, ge=0, le=4096, description="Smaller pieces are merged into a neighbour."
+    )
+    chunk_fit_model: bool = Field(
+        True,
+        description="Cap section chunks at the embedder's window (embed_max_tokens minus "
+        "heading_allowance), so no chunk text is invisible to vector search.",
+    )
+    heading_allowance_tokens: int = Field(
+        32, ge=0, le=1024, description="Room left for the heading path in the window."
+    )
+    recursive_chunk_chars: int = Field(
+        500, ge=50, le=100_000, description="Recursive chunker window."
+    )
+    recursive_overlap_chars: int = Field(
+        50, ge=0, le=10_000, description="Recursive chunker overlap."
+    )
     max_file_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Larger files fail alone.")
-    extensions: tuple[str, ...] = (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf")
+    write_batch_chunks: int = Field(
+        512, ge=1, le=100_000, description="Chunks embedded and committed together."
+    )
+    extensions: tuple[str, ...] = Field(
+        (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
+        description="File types ingested (a JSON list in the environment).",
+    )
 
     # --- embeddings --------------------------------------------------------------
-    embedder: EmbedderName = "onnx"
+    embedder: EmbedderName = Field(
+        "onnx", description="onnx (default, packaged MiniLM), sentence-transformers or openai."
+    )
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
-    embed_batch_size: int = Field(32, ge=1, le=4096)
+    embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
     embed_max_tokens: int = Field(256, ge=8, le=8192, description="Model truncation length.")
     embed_threads: int = Field(0, ge=0, le=256, description="ONNX intra-op threads; 0 = all cores.")
     embed_base_url: str = Field("", validation_alias=_env("EMBED_BASE_URL"))
@@ -67,14 +101,19 @@ class Settings(BaseSettings):
     # --- retrieval -----------------------------------------------------------------
     hybrid_search_enabled: bool = Field(True, validation_alias=_env("HYBRID_SEARCH_ENABLED"))
     hybrid_merge_method: MergeMethod = Field("rrf", validation_alias=_env("HYBRID_MERGE_METHOD"))
-    hybrid_vector_weight: float = Field(0.4, ge=0, le=1, validation_alias=_env("HYBRID_VECTOR_WEIGHT"))
+    hybrid_vector_weight: float = Field(
+        0.4, ge=0, le=1, validation_alias=_env("HYBRID_VECTOR_WEIGHT")
+    )
     hybrid_keyword_weight: float = Field(
         0.6, ge=0, le=1, validation_alias=_env("HYBRID_KEYWORD_WEIGHT")
     )
     rrf_k: int = Field(60, ge=1, le=10_000, validation_alias=_env("RRF_K"))
     retrieval_top_k: int = Field(10, ge=1, le=1000, validation_alias=_env("RETRIEVAL_TOP_K"))
     relevance_threshold: float = Field(
-        0.0, ge=-1, le=1, validation_alias=_env("RELEVANCE_THRESHOLD"),
+        0.0,
+        ge=-1,
+        le=1,
+        validation_alias=_env("RELEVANCE_THRESHOLD"),
         description="Drop hits whose cosine similarity to the query is below this (0 = keep all).",
     )
     candidates: int = Field(100, ge=1, le=10_000, description="Per-retriever depth before fusion.")
@@ -90,6 +129,51 @@ class Settings(BaseSettings):
     ann_ef: int = Field(100, ge=1, le=10_000, description="HNSW ef at query time.")
     ann_nprobes: int = Field(20, ge=1, le=10_000)
 
+    # --- answering -------------------------------------------------------------------
+    # Defaults of the calibrated values come from benchmarks/ (see docs/answers.md):
+    # confidence_* from benchmarks/answers.py (d2l-en in-scope vs out-of-scope train
+    # questions), citation_* from benchmarks/calibrate_citations.py (SciFact train).
+    generator: GeneratorName = Field(
+        "extractive", description="extractive (no model, the default) or openai."
+    )
+    max_context_tokens: int = Field(
+        2000, ge=64, le=200_000, validation_alias=_env("MAX_CONTEXT_TOKENS")
+    )
+    llm_base_url: str = Field("", validation_alias=_env("LLM_BASE_URL"))
+    llm_api_key: str = Field("", validation_alias=_env("LLM_API_KEY"))
+    llm_model: str = Field("", validation_alias=_env("LLM_MODEL"))
+    llm_temperature: float = Field(0.3, ge=0, le=2, validation_alias=_env("LLM_TEMPERATURE"))
+    llm_max_tokens: int = Field(500, ge=1, le=100_000, validation_alias=_env("LLM_MAX_TOKENS"))
+    llm_timeout_s: float = Field(60.0, gt=0, validation_alias=_env("LLM_TIMEOUT_S"))
+    llm_max_retries: int = Field(4, ge=0, le=20, validation_alias=_env("LLM_MAX_RETRIES"))
+    history_messages: int = Field(
+        10, ge=0, le=200, description="Conversation messages sent along with a question."
+    )
+    max_question_chars: int = Field(1000, ge=3, le=100_000)
+    max_selected_text_chars: int = Field(2000, ge=0, le=100_000)
+    extractive_max_sentences: int = Field(3, ge=1, le=20)
+    confidence_min: float = Field(
+        0.47,
+        ge=-1,
+        le=1,
+        description="Below this confidence the generator is not called and the fallback is "
+        "returned (calibrated for all-MiniLM-L6-v2).",
+    )
+    confidence_high: float = Field(0.65, ge=-1, le=1, description="From here on, level 'high'.")
+    citation_support_threshold: float = Field(
+        0.43,
+        ge=0,
+        le=1,
+        description="A citation is supported when its support score reaches this "
+        "(calibrated on SciFact train sentence-level evidence).",
+    )
+    citation_lexical_weight: float = Field(
+        0.6, ge=0, le=1, description="Weight of word overlap (vs embedding cosine) in support."
+    )
+    unsupported_citations: UnsupportedPolicy = Field(
+        "flag", description="flag (keep, marked unsupported) or remove unsupported citations."
+    )
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if self.chunk_overlap_tokens >= self.chunk_max_tokens:
@@ -102,8 +186,23 @@ class Settings(BaseSettings):
             raise ValueError("embedder 'sentence-transformers' needs RAGLINE_EMBED_MODEL")
         if self.reranker == "cross-encoder" and not self.reranker_model:
             raise ValueError("reranker 'cross-encoder' needs RAGLINE_RERANKER_MODEL")
+        if self.generator == "openai" and not (self.llm_base_url and self.llm_model):
+            raise ValueError("generator 'openai' needs LLM_BASE_URL and LLM_MODEL")
+        if self.confidence_high < self.confidence_min:
+            raise ValueError("confidence_high must not be below confidence_min")
         return self
 
     @property
+    def effective_chunk_max_tokens(self) -> int:
+        """The section chunker's budget: the contract's 512, but never more than the
+        embedding model reads (MiniLM truncates at 256 tokens)."""
+        if not self.chunk_fit_model:
+            return self.chunk_max_tokens
+        window = self.embed_max_tokens - self.heading_allowance_tokens
+        return max(self.chunk_overlap_tokens + 1, min(self.chunk_max_tokens, window))
+
+    @property
     def boosts(self) -> FieldBoosts:
-        return FieldBoosts(title=self.boost_title, headings=self.boost_headings, text=self.boost_text)
+        return FieldBoosts(
+            title=self.boost_title, headings=self.boost_headings, text=self.boost_text
+        )

@@ -1,0 +1,331 @@
+"""The answer pipeline: validate → small talk? → retrieve → confidence → context →
+generate → cite and verify, as a stream of events.
+
+The order is the safety: the generator runs only when retrieval found something
+relevant enough (the confidence gate), sees only the numbered context, and its
+citations are mapped and verified before the final answer is built. Each stage
+is timed into ``Answer.timings_ms``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from ragline.answer.citations import CitationTracker, EmbedTexts, SupportVerifier
+from ragline.answer.confidence import assess, fill_relevance, smalltalk_confidence
+from ragline.answer.context import Context, CountTokens, build_context
+from ragline.answer.generators.base import (
+    ROLES,
+    GenerationError,
+    GenerationRequest,
+    Generator,
+    Message,
+)
+from ragline.answer.prompt import FALLBACK_ANSWER
+from ragline.answer.smalltalk import smalltalk_reply
+from ragline.settings import Settings
+from ragline.types import Answer, Confidence, Filters, SearchResult, StreamEvent
+
+#: Queries longer than this are cut before retrieval (selected text can be long).
+MAX_QUERY_CHARS = 2000
+
+HistoryInput = Iterable[Message | Mapping[str, Any]]
+
+
+class SearchFn(Protocol):
+    """``Ragline.search`` (or ``Retriever.search``)."""
+
+    def __call__(
+        self,
+        query: str,
+        *,
+        mode: Any = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        expand: int | None = None,
+    ) -> SearchResult: ...
+
+
+def validate_question(question: object, max_chars: int) -> str:
+    """The question with whitespace collapsed; a clear error for anything unusable."""
+    if not isinstance(question, str):
+        raise ValueError(f"question must be a string, got {type(question).__name__}")
+    q = " ".join(question.split())
+    if not q:
+        raise ValueError("question is empty")
+    if len(q) > max_chars:
+        raise ValueError(f"question is {len(q)} characters long; the limit is {max_chars}")
+    return q
+
+
+def validate_history(history: HistoryInput | None, keep: int) -> tuple[Message, ...]:
+    """The last ``keep`` messages, each checked (``history[i].role`` / ``.content``)."""
+    if history is None:
+        return ()
+    out: list[Message] = []
+    for i, item in enumerate(history):
+        role: object
+        content: object
+        if isinstance(item, Message):
+            role, content = item.role, item.content
+        elif isinstance(item, Mapping):
+            role, content = item.get("role"), item.get("content")
+        else:
+            raise ValueError(f"history[{i}] must be a message with role and content")
+        if role not in ROLES:
+            raise ValueError(f"history[{i}].role must be 'user' or 'assistant', got {role!r}")
+        if not isinstance(content, str):
+            raise ValueError(f"history[{i}].content must be a string")
+        out.append(Message(str(role), content))
+    return tuple(out[-keep:]) if keep > 0 else ()
+
+
+def validate_selected_text(text: object, max_chars: int) -> str:
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise ValueError(f"selected_text must be a string, got {type(text).__name__}")
+    t = " ".join(text.split())
+    if len(t) > max_chars:
+        raise ValueError(f"selected_text is {len(t)} characters long; the limit is {max_chars}")
+    return t
+
+
+def fallback_text(suggestions: list[str]) -> str:
+    """The safe answer, with what the corpus does cover when that is known."""
+    if not suggestions:
+        return FALLBACK_ANSWER
+    return f"{FALLBACK_ANSWER} The documents cover, for example: {'; '.join(suggestions)}."
+
+
+def is_fallback(text: str) -> bool:
+    """True when a generator itself said the context does not hold the answer."""
+    return FALLBACK_ANSWER.lower().rstrip(".") in " ".join(text.lower().split())
+
+
+class Answerer:
+    """Answers questions from one search function with one generator.
+
+    ``suggest`` lists what the corpus covers (for the fallback); it is called only
+    when the fallback is returned.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        search: SearchFn,
+        generator: Generator,
+        embed: EmbedTexts,
+        count_tokens: CountTokens,
+        suggest: Callable[[], list[str]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.search = search
+        self.generator = generator
+        self.count_tokens = count_tokens
+        self.suggest = suggest
+        self.verifier = SupportVerifier(
+            embed, settings.citation_support_threshold, settings.citation_lexical_weight
+        )
+
+    def answer(
+        self,
+        question: str,
+        *,
+        history: HistoryInput | None = None,
+        selected_text: str | None = None,
+        mode: Any = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        expand: int | None = None,
+    ) -> Answer:
+        """The final answer (the ``done`` event of :meth:`stream`)."""
+        final: Answer | None = None
+        for event in self.stream(
+            question,
+            history=history,
+            selected_text=selected_text,
+            mode=mode,
+            top_k=top_k,
+            filters=filters,
+            expand=expand,
+        ):
+            if event.type == "done":
+                final = event.answer
+        assert final is not None  # stream always ends with done
+        return final
+
+    def stream(
+        self,
+        question: str,
+        *,
+        history: HistoryInput | None = None,
+        selected_text: str | None = None,
+        mode: Any = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        expand: int | None = None,
+    ) -> Iterator[StreamEvent]:
+        """``token`` and ``citation`` events as the answer is written, an ``error``
+        event if generation fails midway, and always a final ``done``.
+
+        Bad input raises ``ValueError`` at the call, before any event.
+        """
+        s = self.settings
+        q = validate_question(question, s.max_question_chars)
+        turns = validate_history(history, s.history_messages)
+        selected = validate_selected_text(selected_text, s.max_selected_text_chars)
+        return self._events(q, turns, selected, mode, top_k, filters, expand)
+
+    def _events(
+        self,
+        q: str,
+        turns: tuple[Message, ...],
+        selected: str,
+        mode: Any,
+        top_k: int | None,
+        filters: Filters | None,
+        expand: int | None,
+    ) -> Iterator[StreamEvent]:
+        s = self.settings
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+
+        def lap(stage: str, since: float) -> float:
+            now = time.perf_counter()
+            timings[stage] = (now - since) * 1000.0
+            return now
+
+        reply = smalltalk_reply(q) if not selected else None
+        if reply is not None:
+            yield StreamEvent("token", text=reply)
+            timings["total"] = (time.perf_counter() - t0) * 1000.0
+            answer = self._plain(q, reply, smalltalk_confidence(), timings, smalltalk=True)
+            yield StreamEvent("done", answer=answer)
+            return
+
+        query = f"{q}\n{selected}"[:MAX_QUERY_CHARS] if selected else q
+        result = self.search(query, mode=mode, top_k=top_k, filters=filters, expand=expand)
+        t = lap("retrieve", t0)
+        for stage, ms in result.timings_ms.items():
+            timings[f"retrieve.{stage}"] = ms
+        result.hits = fill_relevance(query, result.hits, self.verifier.embed)
+        confidence = assess(result.hits, s.confidence_min, s.confidence_high)
+        t = lap("confidence", t)
+
+        if confidence.level == "low":
+            suggestions = self.suggest() if self.suggest else []
+            text = fallback_text(suggestions)
+            yield StreamEvent("token", text=text)
+            timings["total"] = (time.perf_counter() - t0) * 1000.0
+            yield StreamEvent(
+                "done",
+                answer=self._plain(
+                    q,
+                    text,
+                    confidence,
+                    timings,
+                    fallback=True,
+                    suggestions=suggestions,
+                    mode=result.mode,
+                ),
+            )
+            return
+
+        context = build_context(result.hits, self.count_tokens, s.max_context_tokens)
+        t = lap("context", t)
+        yield from self._generate(q, turns, selected, context, confidence, result, timings, t0, t)
+
+    def _generate(
+        self,
+        q: str,
+        turns: tuple[Message, ...],
+        selected: str,
+        context: Context,
+        confidence: Confidence,
+        result: SearchResult,
+        timings: dict[str, float],
+        t0: float,
+        t: float,
+    ) -> Iterator[StreamEvent]:
+        s = self.settings
+        tracker = CitationTracker(
+            context, self.verifier, remove_unsupported=s.unsupported_citations == "remove"
+        )
+        request = GenerationRequest(q, context, turns, selected)
+        usage: dict[str, int] = {"context_tokens": context.token_count}
+        error: str | None = None
+        verify_ms = 0.0
+        try:
+            for delta in self.generator.generate(request):
+                usage.update(delta.usage)
+                if not delta.text:
+                    continue
+                yield StreamEvent("token", text=delta.text)
+                v0 = time.perf_counter()
+                found = tracker.feed(delta.text)
+                verify_ms += (time.perf_counter() - v0) * 1000.0
+                for citation in found:
+                    yield StreamEvent("citation", citation=citation)
+        except GenerationError as e:
+            error = str(e)
+            yield StreamEvent("error", error=error)
+        timings["generate"] = (time.perf_counter() - t) * 1000.0 - verify_ms
+        v0 = time.perf_counter()
+        resolved = tracker.finish()
+        timings["verify"] = verify_ms + (time.perf_counter() - v0) * 1000.0
+        text = resolved.text.strip()
+        fallback = False
+        if not text and error is None:  # nothing in the context was answer-worthy
+            text, fallback = FALLBACK_ANSWER, True
+            yield StreamEvent("token", text=text)
+        elif is_fallback(text):
+            fallback = True
+        timings["total"] = (time.perf_counter() - t0) * 1000.0
+        answer = Answer(
+            question=q,
+            text=text,
+            citations=resolved.citations,
+            sources=[b.source() for b in context.blocks],
+            confidence=confidence,
+            generator=self.generator.name,
+            model=self.generator.model,
+            fallback=fallback,
+            complete=error is None,
+            error=error,
+            dropped_citations=resolved.dropped,
+            usage=usage,
+            timings_ms=timings,
+            retrieval_mode=result.mode,
+        )
+        yield StreamEvent("done", answer=answer)
+
+    def _plain(
+        self,
+        q: str,
+        text: str,
+        confidence: Confidence,
+        timings: dict[str, float],
+        *,
+        smalltalk: bool = False,
+        fallback: bool = False,
+        suggestions: list[str] | None = None,
+        mode: str = "",
+    ) -> Answer:
+        """An answer written without the generator (small talk, fallback)."""
+        return Answer(
+            question=q,
+            text=text,
+            citations=[],
+            sources=[],
+            confidence=confidence,
+            generator="none",
+            model="",
+            fallback=fallback,
+            smalltalk=smalltalk,
+            suggestions=list(suggestions or []),
+            timings_ms=timings,
+            retrieval_mode=mode,
+        )

@@ -1,0 +1,232 @@
+"""A generator for any OpenAI-compatible chat endpoint (OpenAI, Groq, Ollama, vLLM,
+llama.cpp server), streamed over server-sent events with httpx.
+
+Failures before the first token are retried: 429, 408, 425 and 5xx answers and
+network errors (timeouts included), with exponential backoff 1 s, 2 s, 4 s…
+capped at 10 s and ±25 % jitter, or exactly the ``Retry-After`` the server
+asks for. Other 4xx answers (a 400 is a bad request: sending it again cannot
+help) fail at once. Once tokens have been streamed a failure is not retried
+(the reader has seen them): it raises :class:`GenerationError` and the answerer
+marks the partial answer incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
+from ragline.answer.prompt import build_messages
+
+RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+def is_retryable(status: int) -> bool:
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Backoff for retryable failures (pure: the caller supplies the random draw)."""
+
+    max_retries: int = 4
+    base_s: float = 1.0
+    cap_s: float = 10.0
+    jitter: float = 0.25
+    max_retry_after_s: float = 60.0  # a longer Retry-After fails instead of stalling
+
+    def delay(self, attempt: int, rand: float, retry_after: float | None = None) -> float:
+        """Seconds before retry number ``attempt + 1`` (``attempt`` counts from 0);
+        ``rand`` is uniform in [0, 1). Jitter spreads clients that failed together;
+        the cap bounds every wait, jitter included."""
+        if retry_after is not None:
+            return retry_after
+        backoff = min(self.cap_s, self.base_s * 2.0 ** min(attempt, 30))
+        return min(self.cap_s, backoff * (1.0 + self.jitter * (2.0 * rand - 1.0)))
+
+
+def parse_sse_data(line: str) -> Any:
+    """The JSON of an SSE ``data:`` line; ``"[DONE]"`` for the end marker; None for
+    comments, other fields and blank keep-alive lines."""
+    if not line.startswith("data:"):
+        return None
+    data = line[5:].strip()
+    if data == "[DONE]":
+        return "[DONE]"
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as e:
+        raise GenerationError(
+            f"malformed stream event from the LLM endpoint: {data[:200]!r}"
+        ) from e
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return body[:300].decode("utf-8", "replace").strip()
+    err = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(err, dict):
+        return str(err.get("message") or err)[:300]
+    return str(err)[:300]
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        return {}
+    return {k: int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+class OpenAIGenerator:
+    """Streams chat completions from ``{base_url}/chat/completions``.
+
+    ``sleep`` and ``rand`` are injectable so tests check the retry schedule
+    without waiting; ``transport`` lets an application share an httpx transport.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str = "",
+        temperature: float = 0.3,
+        max_tokens: int = 500,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url:
+            raise ValueError("LLM_BASE_URL is empty: the openai generator needs an endpoint")
+        if not model:
+            raise ValueError("LLM_MODEL is empty: the openai generator needs a model name")
+        if max_retries < 0:
+            raise ValueError(f"LLM_MAX_RETRIES must be >= 0, got {max_retries}")
+        url = base_url.rstrip("/")
+        self.url = url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+        self._model = model
+        self.api_key = api_key
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.policy = RetryPolicy(max_retries=max_retries)
+        self.sleep = sleep
+        self.rand = rand
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)), transport=transport
+        )
+
+    @property
+    def name(self) -> str:
+        return "openai"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def close(self) -> None:
+        self._client.close()
+
+    def payload(self, request: GenerationRequest) -> dict[str, Any]:
+        return {
+            "model": self._model,
+            "messages": build_messages(request),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    def generate(self, request: GenerationRequest) -> Iterator[Delta]:
+        headers = {"Accept": "text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        body = self.payload(request)
+        attempt = 0
+        while True:
+            started = False
+            retry_after: float | None = None
+            try:
+                with self._client.stream("POST", self.url, json=body, headers=headers) as resp:
+                    if resp.status_code == 200:
+                        for delta in self._read(resp):
+                            started = started or bool(delta.text)
+                            yield delta
+                        return
+                    message = _error_message(resp.read())
+                    failure = f"LLM endpoint returned HTTP {resp.status_code}: {message}"
+                    if not is_retryable(resp.status_code):
+                        raise GenerationError(failure)
+                    retry_after = parse_retry_after(resp.headers.get("retry-after"))
+            except httpx.TransportError as e:
+                kind = "timed out" if isinstance(e, httpx.TimeoutException) else "failed"
+                failure = f"request to the LLM endpoint {kind}: {type(e).__name__}: {e}"
+                if started:
+                    raise GenerationError(f"answer stream cut: {failure}") from e
+            if attempt >= self.policy.max_retries:
+                raise GenerationError(f"{failure} (after {attempt + 1} attempts)")
+            if retry_after is not None and retry_after > self.policy.max_retry_after_s:
+                raise GenerationError(f"{failure}; server asks to retry after {retry_after:.0f} s")
+            self.sleep(self.policy.delay(attempt, self.rand(), retry_after))
+            attempt += 1
+
+    def _read(self, resp: httpx.Response) -> Iterator[Delta]:
+        """Deltas of one 200 response: an SSE stream, or one JSON body from a server
+        that ignores ``stream``."""
+        if resp.headers.get("content-type", "").startswith("application/json"):
+            payload = json.loads(resp.read())
+            choice = (payload.get("choices") or [{}])[0]
+            text = (choice.get("message") or {}).get("content") or ""
+            yield Delta(text=text, usage=_usage(payload.get("usage")))
+            return
+        finished = False
+        usage: dict[str, int] = {}
+        for line in resp.iter_lines():
+            event = parse_sse_data(line)
+            if event is None:
+                continue
+            if event == "[DONE]":
+                yield Delta(usage=usage)
+                return
+            if not isinstance(event, dict):
+                continue
+            if "error" in event:
+                raise GenerationError(
+                    f"LLM endpoint error in stream: {_error_message(json.dumps(event).encode())}"
+                )
+            usage = _usage(event.get("usage")) or usage
+            for choice in event.get("choices") or []:
+                text = (choice.get("delta") or {}).get("content") or ""
+                if text:
+                    yield Delta(text=text)
+                finished = finished or bool(choice.get("finish_reason"))
+        if not finished:
+            raise GenerationError("answer stream cut: the LLM endpoint closed it before the end")
+        yield Delta(usage=usage)

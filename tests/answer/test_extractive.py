@@ -1,0 +1,107 @@
+"""The extractive generator: relevant, non-redundant, cited sentences in reading order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ragline.answer.context import Context, build_context
+from ragline.answer.embedding_cache import EmbeddingCache
+from ragline.answer.generators.base import GenerationRequest
+from ragline.answer.generators.extractive import (
+    ExtractiveGenerator,
+    candidates,
+    cite,
+    is_answer_sentence,
+    select_sentences,
+)
+from ragline.embed.tokenizer import TokenCounter
+from ragline.types import Chunk, Hit
+
+
+def test_mmr_skips_near_duplicates_and_weak_sentences() -> None:
+    relevance = [0.9, 0.89, 0.8, 0.3]
+    sim = np.array(
+        [
+            [1.0, 0.97, 0.2, 0.1],
+            [0.97, 1.0, 0.2, 0.1],
+            [0.2, 0.2, 1.0, 0.1],
+            [0.1, 0.1, 0.1, 1.0],
+        ]
+    )
+    assert select_sentences(relevance, sim, max_sentences=3) == [0, 2]
+    assert select_sentences(relevance, sim, max_sentences=1) == [0]
+    assert select_sentences([], np.zeros((0, 0)), max_sentences=3) == []
+
+
+def test_answer_sentences_read_on_their_own() -> None:
+    assert is_answer_sentence("The forget gate decides how much of the memory is kept.")
+    assert not is_answer_sentence("and then the gate decides how much is kept.")  # fragment
+    assert not is_answer_sentence("What does the forget gate decide here?")
+    assert not is_answer_sentence("The loss is computed as follows:")
+    assert not is_answer_sentence("Too short here.")
+    assert not is_answer_sentence("$a = b + c$ and $d = e$ where $x$.")
+
+
+def test_cite_puts_the_marker_before_the_final_stop() -> None:
+    assert cite("Momentum averages gradients.", 2) == "Momentum averages gradients [2]."
+    assert cite("Momentum averages gradients", 2) == "Momentum averages gradients [2]."
+
+
+def test_answer_cites_every_sentence_from_the_context(
+    topic_context: Context, cache: EmbeddingCache
+) -> None:
+    gen = ExtractiveGenerator(cache.vectors, max_sentences=2)
+    request = GenerationRequest(
+        "Which gate of an LSTM decides what the memory cell keeps?", topic_context
+    )
+    text = "".join(d.text for d in gen.generate(request))
+    assert "The forget gate decides how much of the memory cell is kept [4]." in text
+    chosen = gen.compose(request)
+    assert 1 <= len(chosen) <= 2
+    assert [c.block for c in chosen] == sorted(c.block for c in chosen)  # reading order
+    for cand in chosen:
+        assert f"{cand.text.rstrip('.')} [{cand.block}]." in text
+        assert cand.text.rstrip(".") in topic_context.blocks[cand.block - 1].text
+
+
+def test_context_without_prose_gives_no_answer(cache: EmbeddingCache) -> None:
+    gen = ExtractiveGenerator(cache.vectors)
+    empty = Context(blocks=(), token_count=0, truncated=False)
+    assert list(gen.generate(GenerationRequest("anything at all?", empty))) == []
+
+
+def test_exercise_sections_are_not_answer_sources(
+    make_chunk: Callable[..., Chunk], make_hit: Callable[..., Hit], count_tokens: TokenCounter
+) -> None:
+    task = make_chunk(
+        "e",
+        "Apply dropout to the first layer and see which rate works best.",
+        title="Dropout",
+        section="Exercises",
+    )
+    fact = make_chunk(
+        "f",
+        "Dropout zeroes a random fraction of the activations at every step.",
+        title="Dropout",
+        section="Dropout in Practice",
+        doc_id="d2",
+    )
+    ctx = build_context([make_hit(task, 0.6, 1), make_hit(fact, 0.5, 2)], count_tokens, 2000)
+    assert [(c.block, c.text) for c in candidates(ctx)] == [
+        (2, "Dropout zeroes a random fraction of the activations at every step.")
+    ]
+
+
+def test_a_sentence_leading_into_a_formula_after_a_comma_is_kept(
+    make_chunk: Callable[..., Chunk], make_hit: Callable[..., Hit], count_tokens: TokenCounter
+) -> None:
+    text = (
+        "The estimate converges to the optimal value function whatever the start $V_0$,\n\n"
+        "$$V^* = \\lim_k V_k.$$\n\nThe loss of a model is computed as follows:\n\n$$L = 0.$$"
+    )
+    ctx = build_context([make_hit(make_chunk("v", text), 0.6, 1)], count_tokens, 2000)
+    assert [c.text for c in candidates(ctx)] == [
+        "The estimate converges to the optimal value function whatever the start $V_0$."
+    ]
