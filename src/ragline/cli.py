@@ -1,0 +1,347 @@
+"""The `ragline` command line: ingest, search, reindex, status."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ragline.engine import Ragline, SearchMode, parse_filter
+from ragline.ingest.report import IngestReport
+from ragline.settings import ChunkerName, Settings
+from ragline.store.base import StoreError
+from ragline.types import Answer, Filters, SearchResult
+
+app = typer.Typer(
+    help="ragline: grounded, cited answers over a folder of documents.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+IndexOpt = Annotated[
+    Path | None,
+    typer.Option("--index", help="Index folder (default: $RAGLINE_INDEX_DIR or ./.ragline)."),
+]
+TenantOpt = Annotated[
+    str | None, typer.Option("--tenant", help="Tenant (default: $RAGLINE_TENANT or 'default').")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _engine(index: Path | None, **overrides: Any) -> Ragline:
+    update = {k: v for k, v in overrides.items() if v is not None}
+    if index is not None:
+        update["index_dir"] = index
+    try:
+        settings = Settings(**update)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "settings"
+        err.print(f"[red]error:[/] invalid setting {field}: {first['msg']}")
+        raise typer.Exit(2) from None
+    return Ragline(settings)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+@app.command()
+def ingest(
+    path: Annotated[Path, typer.Argument(help="A folder (or one file) of documents.")],
+    tenant: TenantOpt = None,
+    chunker: Annotated[
+        str | None, typer.Option("--chunker", help="section (default) or recursive.")
+    ] = None,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index new and changed files, skip unchanged ones, drop deleted ones.
+
+    Exit status: 0 when every file indexed, 1 when some failed (the others and
+    the existing index are kept), 2 on a usage or store error.
+    """
+    if chunker not in (None, "section", "recursive"):
+        raise _fail(f"--chunker must be 'section' or 'recursive', not {chunker!r}")
+    if not path.exists():
+        raise _fail(f"{path}: no such file or folder")
+    rag = _engine(index, tenant=tenant)
+    chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
+    try:
+        with Progress(
+            TextColumn("[bold]ingest[/]"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[file]}", style="dim"),
+            console=err,
+            transient=True,
+            disable=as_json or not err.is_terminal,
+        ) as bar:
+            task = bar.add_task("ingest", total=None, file="")
+
+            def progress(done: int, total: int, current: str) -> None:
+                bar.update(task, completed=done, total=total, file=current[-50:])
+
+            report = rag.ingest(path, tenant=tenant, chunker=chunker_name, progress=progress)
+    except (StoreError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        _print_report(report, rag.reports_dir / "last-ingest.json")
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _print_report(r: IngestReport, saved: Path) -> None:
+    t = Table(title=f"ingest {r.root}  (tenant {r.tenant}, {r.chunker} chunker, {r.model})")
+    t.add_column("files", justify="right")
+    t.add_column("indexed", justify="right")
+    t.add_column("skipped", justify="right")
+    t.add_column("deleted", justify="right")
+    t.add_column("failed", justify="right")
+    t.add_column("chunks written", justify="right")
+    t.add_column("embedded", justify="right")
+    t.add_column("tokens", justify="right")
+    t.add_column("index chunks", justify="right")
+    t.add_column("seconds", justify="right")
+    t.add_row(
+        str(r.files),
+        str(len(r.indexed)),
+        str(len(r.skipped)),
+        str(len(r.deleted)),
+        f"[red]{len(r.failed)}[/]" if r.failed else "0",
+        str(r.chunks),
+        str(r.chunks_embedded),
+        f"{r.tokens:,}",
+        str(r.index_chunks),
+        f"{r.seconds:.2f}",
+    )
+    out.print(t)
+    if r.per_chapter:
+        c = Table(title="per chapter")
+        for col in ("chapter", "files", "chunks", "tokens"):
+            c.add_column(col, justify="left" if col == "chapter" else "right")
+        for name, cc in sorted(r.per_chapter.items()):
+            c.add_row(name or "(top level)", str(cc.files), str(cc.chunks), f"{cc.tokens:,}")
+        out.print(c)
+    for f in r.failed:
+        err.print(f"[red]failed[/] {f}")
+    stages = ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())
+    out.print(f"[dim]stages: {stages}; report saved to {saved}[/]")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="bm25, vector or hybrid (default).")
+    ] = None,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
+    ] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Hits to return.")] = None,
+    expand: Annotated[
+        int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
+    ] = None,
+    tenant: TenantOpt = None,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ranked chunks for a query (BM25, vector or fused hybrid)."""
+    if mode not in (None, "bm25", "vector", "hybrid"):
+        raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
+    try:
+        parsed: Filters = dict(parse_filter(f) for f in filters or [])
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    rag = _engine(index, tenant=tenant)
+    search_mode: SearchMode | None = mode  # type: ignore[assignment]
+    try:
+        result = rag.search(query, mode=search_mode, top_k=top_k, filters=parsed, expand=expand)
+    except (StoreError, ValueError) as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        _print_hits(result)
+
+
+def _print_hits(result: SearchResult) -> None:
+    if not result.hits:
+        out.print("[yellow]no results[/]")
+    for h in result.hits:
+        c = h.chunk
+        where = " > ".join([c.title, *[p for p in c.heading_path if p != c.title]])
+        extra = f"  (neighbour of {h.expanded_from[:8]})" if h.expanded_from else ""
+        out.print(
+            f"[bold cyan]{h.rank:>2}.[/] [bold]{where}[/]  [dim]score {h.score:.4f}{extra}[/]"
+        )
+        out.print(f"    [dim]{c.url}[/]")
+        snippet = " ".join(c.text.split())
+        out.print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False)
+    timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
+    out.print(f"[dim]{result.mode}: {timings}[/]")
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="bm25, vector or hybrid (default).")
+    ] = None,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
+    ] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = None,
+    expand: Annotated[
+        int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
+    ] = None,
+    generator: Annotated[
+        str | None, typer.Option("--generator", help="extractive (default) or openai.")
+    ] = None,
+    selected_text: Annotated[
+        str | None, typer.Option("--selected-text", help="Text the question is about.")
+    ] = None,
+    tenant: TenantOpt = None,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question from the index, citing the passages used.
+
+    Streams the answer, then lists its sources. Exit status: 0 on an answer (or
+    the "not enough information" fallback), 1 when generation failed midway
+    (the partial answer is shown), 2 on a usage or store error.
+    """
+    if mode not in (None, "bm25", "vector", "hybrid"):
+        raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
+    if generator not in (None, "extractive", "openai"):
+        raise _fail(f"--generator must be extractive or openai, not {generator!r}")
+    try:
+        parsed: Filters = dict(parse_filter(f) for f in filters or [])
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    rag = _engine(index, tenant=tenant, generator=generator)
+    search_mode: SearchMode | None = mode  # type: ignore[assignment]
+    answer: Answer | None = None
+    streamed = False
+    try:
+        events = rag.ask_stream(
+            question,
+            selected_text=selected_text,
+            mode=search_mode,
+            top_k=top_k,
+            filters=parsed,
+            expand=expand,
+        )
+        for event in events:
+            if event.type == "token" and not as_json:
+                out.print(event.text, end="", markup=False, highlight=False, soft_wrap=True)
+                streamed = True
+            elif event.type == "error" and not as_json:
+                if streamed:
+                    out.print()
+                err.print(f"[red]error:[/] {event.error} (the answer above is incomplete)")
+            elif event.type == "done":
+                answer = event.answer
+    except (StoreError, ValueError) as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    assert answer is not None
+    if as_json:
+        print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        out.print()
+        _print_answer_details(answer)
+    if not answer.complete:
+        raise typer.Exit(1)
+
+
+def _print_answer_details(answer: Answer) -> None:
+    conf = answer.confidence
+    colour = {"high": "green", "medium": "yellow"}.get(conf.level, "red")
+    out.print(
+        f"[dim]confidence:[/] [{colour}]{conf.level}[/] [dim]({conf.score:.2f}; {conf.reason})[/]"
+    )
+    if answer.sources:
+        cited = {c.number for c in answer.citations}
+        t = Table(title="sources", title_justify="left", show_edge=False)
+        t.add_column("", justify="right")
+        t.add_column("title > section")
+        t.add_column("path", style="dim", overflow="fold")
+        t.add_column("score", justify="right")
+        for src in answer.sources:
+            mark = f"[bold]{src.number}[/]" if src.number in cited else f"[dim]{src.number}[/]"
+            t.add_row(mark, escape(src.label), escape(src.hit.chunk.source), f"{src.hit.score:.4f}")
+        out.print(t)
+    unsupported = [c for c in answer.citations if not c.supported]
+    for c in unsupported:
+        out.print(f"[yellow]unsupported citation[/] \\[{c.number}] for: {escape(c.claim[:120])}")
+    if answer.dropped_citations:
+        dropped = escape(", ".join(answer.dropped_citations))
+        out.print(f"[yellow]removed citations of sources not in the context:[/] {dropped}")
+    for topic in answer.suggestions:
+        out.print(f"  • {escape(topic)}", highlight=False)
+    timings = ", ".join(f"{k} {v:.0f} ms" for k, v in answer.timings_ms.items() if "." not in k)
+    model = answer.model or answer.generator
+    out.print(f"[dim]{model}: {timings}[/]")
+
+
+@app.command()
+def reindex(index: IndexOpt = None) -> None:
+    """Re-embed every stored chunk with the configured model (no re-parsing)."""
+    rag = _engine(index)
+    try:
+        n = rag.reindex()
+    except StoreError as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    out.print(f"re-embedded {n} chunks with {rag.embedder.fingerprint.name}")
+
+
+@app.command()
+def status(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
+    """What the index holds and which model built it."""
+    rag = _engine(index)
+    try:
+        info = rag.status()
+    finally:
+        rag.close()
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    for k, v in info.items():
+        out.print(f"[bold]{k}[/]: {v}")
+
+
+def main() -> None:  # pragma: no cover - console entry for `python -m ragline`
+    sys.exit(app())

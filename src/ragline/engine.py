@@ -1,0 +1,253 @@
+"""`Ragline`: the public entry point wiring settings to the pipeline's parts.
+
+Parts are created lazily and once (the model load is the expensive step), and
+each can be passed in, so tests and applications can swap a store or embedder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from ragline.answer.answerer import Answerer, HistoryInput
+from ragline.answer.embedding_cache import EmbeddingCache
+from ragline.answer.generators import Generator, make_generator
+from ragline.answer.suggestions import corpus_topics
+from ragline.embed.base import Embedder
+from ragline.embed.factory import make_embedder
+from ragline.embed.tokenizer import TokenCounter
+from ragline.ingest.chunk import RecursiveChunker, SectionChunker
+from ragline.ingest.report import IngestReport
+from ragline.ingest.sync import Chunker, Indexer, ProgressCallback
+from ragline.retrieve.rerank import Reranker, make_reranker
+from ragline.retrieve.retriever import Retriever
+from ragline.settings import ChunkerName, Settings
+from ragline.store.base import ModelMismatchError, Store
+from ragline.store.factory import make_store
+from ragline.types import Answer, Filters, Scalar, SearchResult, StreamEvent
+
+SearchMode = Literal["bm25", "vector", "hybrid"]
+
+#: Column types for filters typed on a command line (everything else is a string).
+BOOL_FIELDS = frozenset({"has_code", "has_equations"})
+INT_FIELDS = frozenset(
+    {"chunk_index", "page", "token_count", "word_count", "start_char", "end_char"}
+)
+
+
+def parse_filter(expr: str) -> tuple[str, Scalar]:
+    """``key=value`` from the command line, typed by the column it names."""
+    key, sep, raw = expr.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"filter {expr!r}: expected key=value")
+    value: Scalar = raw.strip()
+    if key in BOOL_FIELDS:
+        low = raw.strip().lower()
+        if low not in {"true", "false", "1", "0", "yes", "no"}:
+            raise ValueError(f"filter {key}: expected true or false, got {raw!r}")
+        value = low in {"true", "1", "yes"}
+    elif key in INT_FIELDS:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"filter {key}: expected an integer, got {raw!r}") from None
+    return key, value
+
+
+def make_chunker(
+    settings: Settings, count_tokens: TokenCounter, name: ChunkerName | None = None
+) -> Chunker:
+    if (name or settings.chunker) == "recursive":
+        return RecursiveChunker(
+            count_tokens,
+            chunk_chars=settings.recursive_chunk_chars,
+            overlap_chars=settings.recursive_overlap_chars,
+        )
+    return SectionChunker(
+        count_tokens,
+        max_tokens=settings.effective_chunk_max_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
+        min_tokens=settings.chunk_min_tokens,
+    )
+
+
+class Ragline:
+    """Ingest a folder, search it; one object per index folder.
+
+    >>> rag = Ragline(Settings(index_dir=Path("/tmp/idx")))   # doctest: +SKIP
+    >>> rag.ingest(Path("docs"))                                # doctest: +SKIP
+    >>> rag.search("how do I filter by chapter?").hits[0].chunk.section  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        store: Store | None = None,
+        reranker: Reranker | None = None,
+        generator: Generator | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self._embedder = embedder
+        self._store = store
+        self._reranker = reranker
+        self._retriever: Retriever | None = None
+        self._generator = generator
+        self._answerer: Answerer | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = make_store(self.settings, self.embedder.dimension)
+        return self._store
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.settings.index_dir / "reports"
+
+    def check_model(self) -> None:
+        """An index built by another model is an error, not a silent mix."""
+        stored = self.store.stored_fingerprint()
+        if stored is not None and stored != self.embedder.fingerprint:
+            raise ModelMismatchError(stored, self.embedder.fingerprint)
+
+    def ingest(
+        self,
+        path: Path,
+        *,
+        tenant: str | None = None,
+        chunker: ChunkerName | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Sync ``path`` into the index; the report is also saved as JSON."""
+        counter = TokenCounter()
+        settings = self.settings
+        if chunker and chunker != settings.chunker:
+            settings = settings.model_copy(update={"chunker": chunker})
+        indexer = Indexer(self.store, self.embedder, settings, make_chunker(settings, counter))
+        report = indexer.sync(path, tenant=tenant, progress=progress)
+        report.save(self.reports_dir)
+        return report
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: SearchMode | None = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        expand: int | None = None,
+    ) -> SearchResult:
+        if self._retriever is None:
+            self.check_model()
+            reranker = self._reranker or make_reranker(self.settings)
+            self._retriever = Retriever(self.store, self.embedder, self.settings, reranker)
+        return self._retriever.search(query, mode=mode, top_k=top_k, filters=filters, expand=expand)
+
+    @property
+    def answerer(self) -> Answerer:
+        """The answer pipeline over this index (built once; the generator from settings
+        unless one was passed in)."""
+        if self._answerer is None:
+            cache = EmbeddingCache(self.embedder)
+            generator = self._generator or make_generator(self.settings, cache.vectors)
+            self._answerer = Answerer(
+                self.settings,
+                self.search,
+                generator,
+                cache.vectors,
+                TokenCounter(),
+                suggest=lambda: corpus_topics(self.store.documents(self.settings.tenant)),
+            )
+        return self._answerer
+
+    def ask(
+        self,
+        question: str,
+        *,
+        history: HistoryInput | None = None,
+        selected_text: str | None = None,
+        mode: SearchMode | None = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        expand: int | None = None,
+    ) -> Answer:
+        """A cited answer (or the fallback) for ``question``; see :meth:`ask_stream`."""
+        return self.answerer.answer(
+            question,
+            history=history,
+            selected_text=selected_text,
+            mode=mode,
+            top_k=top_k,
+            filters=filters,
+            expand=expand,
+        )
+
+    def ask_stream(
+        self,
+        question: str,
+        *,
+        history: HistoryInput | None = None,
+        selected_text: str | None = None,
+        mode: SearchMode | None = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        expand: int | None = None,
+    ) -> Iterator[StreamEvent]:
+        """``token``/``citation`` events as the answer is written, then ``done`` with the
+        :class:`~ragline.types.Answer` (``error`` first if generation failed midway)."""
+        return self.answerer.stream(
+            question,
+            history=history,
+            selected_text=selected_text,
+            mode=mode,
+            top_k=top_k,
+            filters=filters,
+            expand=expand,
+        )
+
+    def reindex(self, batch_size: int = 512) -> int:
+        """Re-embed every stored chunk with the configured model, without re-parsing
+        the files; the old index serves until the new one is complete."""
+        store, embedder = self.store, self.embedder
+
+        def batches() -> Any:
+            for chunks, _old in store.iter_chunks(batch_size):
+                yield chunks, embedder.embed_documents([c.embed_text for c in chunks])
+
+        n = store.rebuild(embedder.fingerprint, batches())
+        self._retriever = None
+        return n
+
+    def status(self) -> dict[str, Any]:
+        store = self.store
+        fp = store.stored_fingerprint()
+        docs = store.documents(None)
+        tenants: dict[str, int] = {}
+        for d in docs:
+            tenants[d.tenant] = tenants.get(d.tenant, 0) + 1
+        return {
+            "index_dir": str(self.settings.index_dir),
+            "model": fp.to_dict() if fp else None,
+            "configured_model": self.embedder.fingerprint.to_dict(),
+            "documents": len(docs),
+            "chunks": store.count_chunks(None),
+            "tenants": tenants,
+        }
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        if self._answerer is not None:  # an HTTP generator holds a connection pool
+            close_generator = getattr(self._answerer.generator, "close", None)
+            if callable(close_generator):
+                close_generator()

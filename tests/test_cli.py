@@ -1,0 +1,100 @@
+"""The `ragline` CLI end to end on the sample corpus (docs/), real model and index."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragline.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    idx = tmp_path_factory.mktemp("cli") / "index"
+    result = runner.invoke(app, ["ingest", str(REPO / "docs"), "--index", str(idx), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["failed"] == [] and len(report["indexed"]) == report["files"] >= 5
+    return idx
+
+
+def test_ingest_twice_skips_everything(index: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(REPO / "docs"), "--index", str(index)])
+    assert result.exit_code == 0, result.output
+    assert "per chapter" in result.stdout
+    saved = json.loads((index / "reports" / "last-ingest.json").read_text())
+    assert saved["indexed"] == [] and saved["chunks_embedded"] == 0
+    assert len(saved["skipped"]) == saved["files"]
+
+
+def test_search_json_fields_are_documented(index: Path) -> None:
+    result = runner.invoke(
+        app, ["search", "how are deleted files removed?", "--index", str(index), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["mode"] == "hybrid"
+    hits = payload["hits"]
+    assert hits and hits[0]["rank"] == 1
+    assert hits[0]["title"] == "Ingestion", hits[0]["heading_path"]
+    documented = (REPO / "docs" / "search.md").read_text()
+    for key in [*payload, *hits[0], *payload["timings_ms"]]:
+        assert f'"{key}"' in documented or f"`{key}`" in documented, key
+
+
+def test_search_human_output_and_filters(index: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "search",
+            "reindex with another model",
+            "--index",
+            str(index),
+            "--filter",
+            "has_code=true",
+            "--mode",
+            "bm25",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^\s*1\. ", result.stdout, re.M)
+    assert "bm25:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "x y z", "--filter", "has_code=maybe"], "has_code"),
+        (["search", "x y z", "--filter", "nokey"], "key=value"),
+        (["search", "x y z", "--mode", "fuzzy"], "--mode"),
+        (["ingest", "/nonexistent/folder"], "no such file"),
+        (["ingest", ".", "--chunker", "words"], "--chunker"),
+    ],
+)
+def test_usage_errors_are_clear(index: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, [*args, "--index", str(index)])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_failed_file_gives_exit_status_1(tmp_path: Path) -> None:
+    (tmp_path / "ok.md").write_text("# Fine\n\nA perfectly good file.\n")
+    (tmp_path / "bad.md").write_bytes(b"# Bad\n\xff\n")
+    result = runner.invoke(app, ["ingest", str(tmp_path), "--index", str(tmp_path / "idx")])
+    assert result.exit_code == 1
+    assert "bad.md:2" in result.stderr
+
+
+def test_status_reports_model_and_counts(index: Path) -> None:
+    result = runner.invoke(app, ["status", "--index", str(index), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["model"] == info["configured_model"]
+    assert info["chunks"] > 0 and info["tenants"] == {"default": info["documents"]}

@@ -1,0 +1,62 @@
+"""Settings: env names of the specification, validation, and docs that list them all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import AliasChoices, ValidationError
+
+from ragline.settings import Settings
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+def env_name(field: str) -> str:
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"RAGLINE_{field.upper()}"
+
+
+def test_every_setting_is_documented() -> None:
+    text = DOC.read_text()
+    missing = [env_name(f) for f in Settings.model_fields if f"`{env_name(f)}`" not in text]
+    assert missing == []
+
+
+def test_spec_names_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RRF_K", "30")
+    monkeypatch.setenv("HYBRID_MERGE_METHOD", "weighted")
+    monkeypatch.setenv("RETRIEVAL_TOP_K", "5")
+    monkeypatch.setenv("RAGLINE_MAX_FILE_BYTES", "1024")
+    s = Settings()
+    assert (s.rrf_k, s.hybrid_merge_method, s.retrieval_top_k, s.max_file_bytes) == (
+        30,
+        "weighted",
+        5,
+        1024,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "field"),
+    [
+        ("RRF_K", "0", "RRF_K"),
+        ("HYBRID_MERGE_METHOD", "average", "HYBRID_MERGE_METHOD"),
+        ("RAGLINE_TENANT", "a b", "tenant"),
+        ("RAGLINE_CHUNK_OVERLAP_TOKENS", "600", "chunk_overlap_tokens"),
+    ],
+)
+def test_bad_values_name_the_setting(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, field: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ValidationError, match=field):
+        Settings()
+
+
+def test_section_chunks_fit_the_embedding_window() -> None:
+    assert Settings().effective_chunk_max_tokens == 256 - 32
+    assert Settings(chunk_fit_model=False).effective_chunk_max_tokens == 512
+    assert Settings(chunk_max_tokens=128).effective_chunk_max_tokens == 128
