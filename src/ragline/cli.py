@@ -21,8 +21,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ragline.engine import Ragline, SearchMode, parse_filter
+from ragline.engine import Ragline, parse_filter
 from ragline.ingest.report import IngestReport
+from ragline.retrieve.retriever import SearchMode
 from ragline.settings import ChunkerName, Settings
 from ragline.store.base import StoreError
 from ragline.types import Answer, Filters, SearchResult

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ragline.answer.answerer import Answerer, HistoryInput
 from ragline.answer.embedding_cache import EmbeddingCache
@@ -21,13 +21,11 @@ from ragline.ingest.chunk import RecursiveChunker, SectionChunker
 from ragline.ingest.report import IngestReport
 from ragline.ingest.sync import Chunker, Indexer, ProgressCallback
 from ragline.retrieve.rerank import Reranker, make_reranker
-from ragline.retrieve.retriever import Retriever
+from ragline.retrieve.retriever import Retriever, SearchMode
 from ragline.settings import ChunkerName, Settings
 from ragline.store.base import ModelMismatchError, Store
 from ragline.store.factory import make_store
 from ragline.types import Answer, Filters, Scalar, SearchResult, StreamEvent
-
-SearchMode = Literal["bm25", "vector", "hybrid"]
 
 #: Column types for filters typed on a command line (everything else is a string).
 BOOL_FIELDS = frozenset({"has_code", "has_equations"})

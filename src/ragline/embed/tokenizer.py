@@ -18,7 +18,8 @@ MINILM_TOKENIZER = "minilm-tokenizer.json"
 
 @lru_cache(maxsize=4)
 def load_tokenizer(name: str = MINILM_TOKENIZER) -> Tokenizer:
-    """A fresh tokenizer with padding and truncation off (callers set their own)."""
+    """The shared tokenizer, padding and truncation off. It is cached: callers that
+    need truncation or padding must work on a copy, never mutate this one."""
     path = resources.files("ragline.embed") / "assets" / name
     tok = Tokenizer.from_str(path.read_text(encoding="utf-8"))
     tok.no_padding()
