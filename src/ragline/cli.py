@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast, get_args
 
 import typer
 from pydantic import ValidationError
@@ -21,12 +21,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.ingest.report import IngestReport
 from ragline.retrieve.retriever import SearchMode
 from ragline.settings import ChunkerName, Settings
 from ragline.store.base import StoreError
-from ragline.types import Answer, Filters, SearchResult
+from ragline.types import Answer, SearchResult
 
 app = typer.Typer(
     help="ragline: grounded, cited answers over a folder of documents.",
@@ -44,6 +45,14 @@ TenantOpt = Annotated[
     str | None, typer.Option("--tenant", help="Tenant (default: $RAGLINE_TENANT or 'default').")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ModeOpt = Annotated[str | None, typer.Option("--mode", help="bm25, vector or hybrid (default).")]
+FilterOpt = Annotated[
+    list[str] | None,
+    typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
+]
+ExpandOpt = Annotated[
+    int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
+]
 
 
 def _engine(index: Path | None, **overrides: Any) -> Ragline:
@@ -63,6 +72,21 @@ def _engine(index: Path | None, **overrides: Any) -> Ragline:
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[red]error:[/] {message}")
     return typer.Exit(code)
+
+
+def _search_options(
+    mode: str | None, filters: list[str] | None, top_k: int | None, expand: int | None
+) -> SearchOptions:
+    """The retrieval options `search` and `ask` share, checked: a bad one exits with 2."""
+    if mode is not None and mode not in get_args(SearchMode):
+        raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
+    try:
+        parsed = dict(parse_filter(f) for f in filters or [])
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    return SearchOptions(
+        mode=cast("SearchMode | None", mode), top_k=top_k, filters=parsed, expand=expand
+    )
 
 
 @app.command()
@@ -158,32 +182,19 @@ def _print_report(r: IngestReport, saved: Path) -> None:
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
-    mode: Annotated[
-        str | None, typer.Option("--mode", help="bm25, vector or hybrid (default).")
-    ] = None,
-    filters: Annotated[
-        list[str] | None,
-        typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
-    ] = None,
+    mode: ModeOpt = None,
+    filters: FilterOpt = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Hits to return.")] = None,
-    expand: Annotated[
-        int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
-    ] = None,
+    expand: ExpandOpt = None,
     tenant: TenantOpt = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
-    if mode not in (None, "bm25", "vector", "hybrid"):
-        raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
-    try:
-        parsed: Filters = dict(parse_filter(f) for f in filters or [])
-    except ValueError as e:
-        raise _fail(str(e)) from None
+    options = _search_options(mode, filters, top_k, expand)
     rag = _engine(index, tenant=tenant)
-    search_mode: SearchMode | None = mode  # type: ignore[assignment]
     try:
-        result = rag.search(query, mode=search_mode, top_k=top_k, filters=parsed, expand=expand)
+        result = rag.search(query, **options)
     except (StoreError, ValueError) as e:
         raise _fail(str(e)) from None
     finally:
@@ -214,17 +225,10 @@ def _print_hits(result: SearchResult) -> None:
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
-    mode: Annotated[
-        str | None, typer.Option("--mode", help="bm25, vector or hybrid (default).")
-    ] = None,
-    filters: Annotated[
-        list[str] | None,
-        typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
-    ] = None,
+    mode: ModeOpt = None,
+    filters: FilterOpt = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = None,
-    expand: Annotated[
-        int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
-    ] = None,
+    expand: ExpandOpt = None,
     generator: Annotated[
         str | None, typer.Option("--generator", help="extractive (default) or openai.")
     ] = None,
@@ -241,27 +245,14 @@ def ask(
     the "not enough information" fallback), 1 when generation failed midway
     (the partial answer is shown), 2 on a usage or store error.
     """
-    if mode not in (None, "bm25", "vector", "hybrid"):
-        raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
+    options = _search_options(mode, filters, top_k, expand)
     if generator not in (None, "extractive", "openai"):
         raise _fail(f"--generator must be extractive or openai, not {generator!r}")
-    try:
-        parsed: Filters = dict(parse_filter(f) for f in filters or [])
-    except ValueError as e:
-        raise _fail(str(e)) from None
     rag = _engine(index, tenant=tenant, generator=generator)
-    search_mode: SearchMode | None = mode  # type: ignore[assignment]
     answer: Answer | None = None
     streamed = False
     try:
-        events = rag.ask_stream(
-            question,
-            selected_text=selected_text,
-            mode=search_mode,
-            top_k=top_k,
-            filters=parsed,
-            expand=expand,
-        )
+        events = rag.ask_stream(question, selected_text=selected_text, **options)
         for event in events:
             if event.type == "token" and not as_json:
                 out.print(event.text, end="", markup=False, highlight=False, soft_wrap=True)

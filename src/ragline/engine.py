@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from ragline.answer.answerer import Answerer, HistoryInput
+from ragline.answer.answerer import Answerer, HistoryInput, SearchOptions
 from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.generators import Generator, make_generator
 from ragline.answer.suggestions import corpus_topics
@@ -21,11 +21,11 @@ from ragline.ingest.chunk import RecursiveChunker, SectionChunker
 from ragline.ingest.report import IngestReport
 from ragline.ingest.sync import Chunker, Indexer, ProgressCallback
 from ragline.retrieve.rerank import Reranker, make_reranker
-from ragline.retrieve.retriever import Retriever, SearchMode
+from ragline.retrieve.retriever import Retriever
 from ragline.settings import ChunkerName, Settings
 from ragline.store.base import ModelMismatchError, Store
 from ragline.store.factory import make_store
-from ragline.types import Answer, Filters, Scalar, SearchResult, StreamEvent
+from ragline.types import Answer, Scalar, SearchResult, StreamEvent
 
 #: Column types for filters typed on a command line (everything else is a string).
 BOOL_FIELDS = frozenset({"has_code", "has_equations"})
@@ -136,20 +136,14 @@ class Ragline:
         report.save(self.reports_dir)
         return report
 
-    def search(
-        self,
-        query: str,
-        *,
-        mode: SearchMode | None = None,
-        top_k: int | None = None,
-        filters: Filters | None = None,
-        expand: int | None = None,
-    ) -> SearchResult:
+    def search(self, query: str, **options: Unpack[SearchOptions]) -> SearchResult:
+        """Ranked chunks for ``query``; ``options`` (mode, top_k, filters, expand) are
+        :meth:`Retriever.search <ragline.retrieve.retriever.Retriever.search>`'s."""
         if self._retriever is None:
             self.check_model()
             reranker = self._reranker or make_reranker(self.settings)
             self._retriever = Retriever(self.store, self.embedder, self.settings, reranker)
-        return self._retriever.search(query, mode=mode, top_k=top_k, filters=filters, expand=expand)
+        return self._retriever.search(query, **options)
 
     @property
     def answerer(self) -> Answerer:
@@ -174,20 +168,11 @@ class Ragline:
         *,
         history: HistoryInput | None = None,
         selected_text: str | None = None,
-        mode: SearchMode | None = None,
-        top_k: int | None = None,
-        filters: Filters | None = None,
-        expand: int | None = None,
+        **search: Unpack[SearchOptions],
     ) -> Answer:
         """A cited answer (or the fallback) for ``question``; see :meth:`ask_stream`."""
         return self.answerer.answer(
-            question,
-            history=history,
-            selected_text=selected_text,
-            mode=mode,
-            top_k=top_k,
-            filters=filters,
-            expand=expand,
+            question, history=history, selected_text=selected_text, **search
         )
 
     def ask_stream(
@@ -196,21 +181,13 @@ class Ragline:
         *,
         history: HistoryInput | None = None,
         selected_text: str | None = None,
-        mode: SearchMode | None = None,
-        top_k: int | None = None,
-        filters: Filters | None = None,
-        expand: int | None = None,
+        **search: Unpack[SearchOptions],
     ) -> Iterator[StreamEvent]:
         """``token``/``citation`` events as the answer is written, then ``done`` with the
-        :class:`~ragline.types.Answer` (``error`` first if generation failed midway)."""
+        :class:`~ragline.types.Answer` (``error`` first if generation failed midway).
+        ``search`` holds :meth:`search`'s options, for the retrieval step."""
         return self.answerer.stream(
-            question,
-            history=history,
-            selected_text=selected_text,
-            mode=mode,
-            top_k=top_k,
-            filters=filters,
-            expand=expand,
+            question, history=history, selected_text=selected_text, **search
         )
 
     def reindex(self, batch_size: int = 512) -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from ragline.answer.context import Context
 from ragline.answer.generators.base import GenerationError, GenerationRequest, Message
-from ragline.answer.generators.openai import OpenAIGenerator, RetryPolicy, parse_retry_after
+from ragline.answer.generators.openai import OpenAIGenerator
 from ragline.answer.prompt import FALLBACK_ANSWER
 
 
@@ -84,6 +84,17 @@ def test_429_waits_exactly_retry_after(llm_server: Any, request_: GenerationRequ
     assert sleeps == [7.0] and len(llm.requests) == 2
 
 
+def test_a_retry_after_over_60_s_fails_instead_of_stalling(
+    llm_server: Any, request_: GenerationRequest
+) -> None:
+    url, llm = llm_server
+    llm.script = [("status", 429, {"Retry-After": "3600"}, "quota"), ("stream", ["ok"], "done")]
+    sleeps: list[float] = []
+    with pytest.raises(GenerationError, match="HTTP 429: quota; server asks to retry after 3600 s"):
+        run(make(url, sleeps), request_)
+    assert sleeps == [] and len(llm.requests) == 1
+
+
 def test_500_then_success_backs_off(llm_server: Any, request_: GenerationRequest) -> None:
     url, llm = llm_server
     llm.script = [
@@ -144,21 +155,6 @@ def test_stream_cut_mid_answer_is_an_error_after_the_partial_text(
             got.append(d.text)
     assert "".join(got) == "The forget gate decides"
     assert sleeps == [] and len(llm.requests) == 1  # tokens were shown: never retried
-
-
-def test_backoff_schedule_jitter_and_cap() -> None:
-    policy = RetryPolicy()
-    assert [policy.delay(a, 0.5) for a in range(6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
-    assert policy.delay(0, 0.0) == 0.75 and policy.delay(2, 0.0) == 3.0
-    assert policy.delay(4, 0.999) == 10.0  # 10 s + 25 % jitter is capped
-    assert policy.delay(4, 0.0) == 7.5  # the cap still gets jitter below it
-    assert policy.delay(3, 0.2, retry_after=30.0) == 30.0
-
-
-def test_retry_after_formats() -> None:
-    assert parse_retry_after("3") == 3.0
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
-    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
 
 
 def test_missing_endpoint_settings_are_clear_errors() -> None:

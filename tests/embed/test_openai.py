@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ragline.embed.base import Embedder, EmbeddingError
-from ragline.embed.openai import OpenAIEmbedder, backoff_delay, parse_retry_after
+from ragline.embed.openai import OpenAIEmbedder
 from ragline.embed.tokenizer import TokenCounter
 
 DIM = 8
@@ -212,6 +212,13 @@ def test_408_is_retried(server: EmbeddingsServer, sleeps: list[float]) -> None:
     assert server.state.count("q") == 2
 
 
+def test_425_is_retried(server: EmbeddingsServer, sleeps: list[float]) -> None:
+    server.state.fail("q", Fault(425))
+    make(server, sleeps).embed_query("q")
+    assert server.state.count("q") == 2
+    assert sleeps == [1.0]
+
+
 def test_400_is_not_retried_and_surfaces_the_message(
     server: EmbeddingsServer, sleeps: list[float]
 ) -> None:
@@ -317,24 +324,3 @@ def test_invalid_arguments() -> None:
         OpenAIEmbedder("http://localhost:8000/v1", "", "")
     with pytest.raises(ValueError, match="batch_size"):
         OpenAIEmbedder("http://localhost:8000/v1", "", "m", batch_size=0)
-
-
-def test_backoff_delay_pure() -> None:
-    assert [backoff_delay(a, 0.5) for a in range(6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
-    assert backoff_delay(1, 0.0) == 1.5
-    assert backoff_delay(1, 1.0) == 2.5
-    assert backoff_delay(10, 1.0) == 10.0  # jitter never lifts a delay past the cap
-    assert backoff_delay(200, 0.5) == 10.0
-
-
-def test_parse_retry_after_pure() -> None:
-    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
-    assert parse_retry_after("7", now) == 7.0
-    assert parse_retry_after(" 2.5 ", now) == 2.5
-    assert parse_retry_after("-3", now) == 0.0
-    assert parse_retry_after("Wed, 01 Jan 2025 12:00:20 GMT", now) == 20.0
-    assert parse_retry_after("Wed, 01 Jan 2025 11:00:00 GMT", now) == 0.0
-    assert parse_retry_after("99999", now) == 60.0
-    assert parse_retry_after("soon", now) is None
-    assert parse_retry_after(None, now) is None
-    assert parse_retry_after("", now) is None

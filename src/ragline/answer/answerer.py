@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from ragline.answer.citations import CitationTracker, EmbedTexts, SupportVerifier
 from ragline.answer.confidence import assess, fill_relevance, smalltalk_confidence
@@ -28,24 +28,37 @@ from ragline.answer.smalltalk import smalltalk_reply
 from ragline.settings import Settings
 from ragline.types import Answer, Confidence, Filters, SearchResult, StreamEvent
 
+if TYPE_CHECKING:
+    from ragline.retrieve.retriever import SearchMode
+
 #: Queries longer than this are cut before retrieval (selected text can be long).
 MAX_QUERY_CHARS = 2000
 
 HistoryInput = Iterable[Message | Mapping[str, Any]]
 
 
+class SearchOptions(TypedDict, total=False):
+    """How to retrieve: the keyword arguments of ``Retriever.search`` (see there),
+    passed through unchanged by ``Ragline.search``/``ask``/``ask_stream`` and the
+    answerer, so a new option is added here and in ``Retriever.search`` only."""
+
+    mode: SearchMode | None
+    top_k: int | None
+    filters: Filters | None
+    expand: int | None
+
+
 class SearchFn(Protocol):
     """``Ragline.search`` (or ``Retriever.search``)."""
 
-    def __call__(
-        self,
-        query: str,
-        *,
-        mode: Any = None,
-        top_k: int | None = None,
-        filters: Filters | None = None,
-        expand: int | None = None,
-    ) -> SearchResult: ...
+    def __call__(self, query: str, **options: Unpack[SearchOptions]) -> SearchResult: ...
+
+
+def _lap(timings: dict[str, float], stage: str, since: float) -> float:
+    """Record the milliseconds ``stage`` took since ``since``; the time now, for the next."""
+    now = time.perf_counter()
+    timings[stage] = (now - since) * 1000.0
+    return now
 
 
 def validate_question(question: object, max_chars: int) -> str:
@@ -136,22 +149,11 @@ class Answerer:
         *,
         history: HistoryInput | None = None,
         selected_text: str | None = None,
-        mode: Any = None,
-        top_k: int | None = None,
-        filters: Filters | None = None,
-        expand: int | None = None,
+        **search: Unpack[SearchOptions],
     ) -> Answer:
         """The final answer (the ``done`` event of :meth:`stream`)."""
         final: Answer | None = None
-        for event in self.stream(
-            question,
-            history=history,
-            selected_text=selected_text,
-            mode=mode,
-            top_k=top_k,
-            filters=filters,
-            expand=expand,
-        ):
+        for event in self.stream(question, history=history, selected_text=selected_text, **search):
             if event.type == "done":
                 final = event.answer
         assert final is not None  # stream always ends with done
@@ -163,13 +165,11 @@ class Answerer:
         *,
         history: HistoryInput | None = None,
         selected_text: str | None = None,
-        mode: Any = None,
-        top_k: int | None = None,
-        filters: Filters | None = None,
-        expand: int | None = None,
+        **search: Unpack[SearchOptions],
     ) -> Iterator[StreamEvent]:
         """``token`` and ``citation`` events as the answer is written, an ``error``
-        event if generation fails midway, and always a final ``done``.
+        event if generation fails midway, and always a final ``done``. ``search``
+        goes to the search function as it is.
 
         Bad input raises ``ValueError`` at the call, before any event.
         """
@@ -177,49 +177,37 @@ class Answerer:
         q = validate_question(question, s.max_question_chars)
         turns = validate_history(history, s.history_messages)
         selected = validate_selected_text(selected_text, s.max_selected_text_chars)
-        return self._events(q, turns, selected, mode, top_k, filters, expand)
+        return self._events(q, turns, selected, search)
 
     def _events(
-        self,
-        q: str,
-        turns: tuple[Message, ...],
-        selected: str,
-        mode: Any,
-        top_k: int | None,
-        filters: Filters | None,
-        expand: int | None,
+        self, q: str, turns: tuple[Message, ...], selected: str, search: SearchOptions
     ) -> Iterator[StreamEvent]:
         s = self.settings
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
 
-        def lap(stage: str, since: float) -> float:
-            now = time.perf_counter()
-            timings[stage] = (now - since) * 1000.0
-            return now
-
         reply = smalltalk_reply(q) if not selected else None
         if reply is not None:
             yield StreamEvent("token", text=reply)
-            timings["total"] = (time.perf_counter() - t0) * 1000.0
+            _lap(timings, "total", t0)
             answer = self._plain(q, reply, smalltalk_confidence(), timings, smalltalk=True)
             yield StreamEvent("done", answer=answer)
             return
 
         query = f"{q}\n{selected}"[:MAX_QUERY_CHARS] if selected else q
-        result = self.search(query, mode=mode, top_k=top_k, filters=filters, expand=expand)
-        t = lap("retrieve", t0)
+        result = self.search(query, **search)
+        t = _lap(timings, "retrieve", t0)
         for stage, ms in result.timings_ms.items():
             timings[f"retrieve.{stage}"] = ms
         result.hits = fill_relevance(query, result.hits, self.verifier.embed)
         confidence = assess(result.hits, s.confidence_min, s.confidence_high)
-        t = lap("confidence", t)
+        t = _lap(timings, "confidence", t)
 
         if confidence.level == "low":
             suggestions = self.suggest() if self.suggest else []
             text = fallback_text(suggestions)
             yield StreamEvent("token", text=text)
-            timings["total"] = (time.perf_counter() - t0) * 1000.0
+            _lap(timings, "total", t0)
             yield StreamEvent(
                 "done",
                 answer=self._plain(
@@ -235,7 +223,7 @@ class Answerer:
             return
 
         context = build_context(result.hits, self.count_tokens, s.max_context_tokens)
-        t = lap("context", t)
+        t = _lap(timings, "context", t)
         yield from self._generate(q, turns, selected, context, confidence, result, timings, t0, t)
 
     def _generate(
@@ -283,7 +271,7 @@ class Answerer:
             yield StreamEvent("token", text=text)
         elif is_fallback(text):
             fallback = True
-        timings["total"] = (time.perf_counter() - t0) * 1000.0
+        _lap(timings, "total", t0)
         answer = Answer(
             question=q,
             text=text,

@@ -97,3 +97,18 @@ def l2_normalise(x: npt.NDArray[np.floating]) -> Vectors:
     arr = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(arr, axis=-1, keepdims=True)
     return np.asarray(arr / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def text_list(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, checked: every embedder's ``embed_documents`` starts here.
+
+    A lone string is a sequence of characters and would embed them one by one, and
+    a non-string item fails deep inside a tokenizer: both are a caller's mistake,
+    named here instead.
+    """
+    if isinstance(texts, str):
+        raise TypeError("embed_documents takes a sequence of strings, not one string")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+    return list(texts)

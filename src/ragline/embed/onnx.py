@@ -35,6 +35,7 @@ from ragline.embed.base import (
     Vectors,
     cached_file_sha256,
     l2_normalise,
+    text_list,
 )
 from ragline.embed.tokenizer import TokenCounter, load_tokenizer
 
@@ -264,17 +265,13 @@ class OnnxEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Vectors in input order; batches are formed from length-sorted passages."""
-        if isinstance(texts, str):
-            raise TypeError("embed_documents takes a sequence of strings, not one string")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
-        if not texts:
+        items = text_list(texts)
+        if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
         session = self._load()
-        encodings = self._encoder.encode_batch(list(texts))
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        encodings = self._encoder.encode_batch(items)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(items))
+        out = np.empty((len(items), self.dimension), dtype=np.float32)
         batches = plan_batches(lengths, self._batch_size, self._max_batch_tokens, self._workers)
 
         def run(idx: npt.NDArray[np.intp]) -> None:

@@ -2,7 +2,9 @@
 
 Passages go out in batches, and each batch is retried on its own: a 429 or a
 dropped connection on batch 40 re-sends batch 40, never the 39 already embedded.
-That is what stops one rate limit from restarting a whole ingestion.
+That is what stops one rate limit from restarting a whole ingestion. The retry
+rules (statuses, backoff, ``Retry-After``) are :mod:`ragline.retry`'s, shared with
+the generator; a ``Retry-After`` above 60 s is cut to 60 s rather than failing.
 """
 
 from __future__ import annotations
@@ -13,81 +15,22 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 import numpy as np
 
-from ragline.embed.base import EmbeddingError, ModelFingerprint, Vectors, l2_normalise
+from ragline.embed.base import (
+    EmbeddingError,
+    ModelFingerprint,
+    Vectors,
+    l2_normalise,
+    text_list,
+)
 from ragline.embed.tokenizer import TokenCounter
+from ragline.retry import RetryPolicy, error_message, is_retryable, parse_retry_after
 
-#: Statuses worth another try: rate limits, request timeouts and server errors.
-RETRY_STATUSES = frozenset({408, 429})
-BACKOFF_BASE_S = 1.0
-BACKOFF_CAP_S = 10.0
-BACKOFF_JITTER = 0.25
-#: A Retry-After longer than this is cut down; an ingestion should not stall for hours.
-RETRY_AFTER_CAP_S = 60.0
 _PROBE_TEXT = "dimension probe"
-
-
-def backoff_delay(
-    attempt: int,
-    rng_value: float,
-    *,
-    base: float = BACKOFF_BASE_S,
-    cap: float = BACKOFF_CAP_S,
-    jitter: float = BACKOFF_JITTER,
-) -> float:
-    """Seconds to wait before retry ``attempt`` (0-based): base·2^attempt, ±jitter, ≤ cap.
-
-    ``rng_value`` in [0, 1) picks the jitter (0.5 = none); spreading the retries
-    keeps many clients that failed together from retrying together.
-    """
-    raw = min(cap, base * 2.0 ** min(attempt, 60))
-    return min(cap, max(0.0, raw * (1.0 + jitter * (2.0 * rng_value - 1.0))))
-
-
-def parse_retry_after(
-    value: str | None, now: datetime | None = None, *, cap: float = RETRY_AFTER_CAP_S
-) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (delta-seconds or HTTP date), capped.
-
-    ``None`` when the header is absent or unreadable, so the caller backs off instead.
-    """
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds:  # NaN
-        return None
-    return min(cap, max(0.0, seconds))
-
-
-def server_message(response: httpx.Response) -> str:
-    """The error text a server sent: OpenAI's ``{"error": {"message"}}`` or the body."""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text.strip()[:500] or response.reason_phrase
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and "message" in err:
-            return str(err["message"])[:500]
-        if isinstance(err, str):
-            return err[:500]
-    return json.dumps(body)[:500]
 
 
 def parse_embeddings(body: Any, expected: int) -> list[list[float]]:
@@ -149,7 +92,8 @@ class OpenAIEmbedder:
         self._url = f"{self._base_url}/embeddings"
         self._model = model
         self._batch_size = batch_size
-        self._max_retries = max_retries
+        # A long Retry-After is waited out (capped): an ingestion should not lose a batch.
+        self._policy = RetryPolicy(max_retries=max_retries, long_retry_after="cap")
         self._timeout_s = timeout_s
         self._dimension = dimension
         self._sleep = sleep
@@ -182,7 +126,7 @@ class OpenAIEmbedder:
 
     @property
     def max_retries(self) -> int:
-        return self._max_retries
+        return self._policy.max_retries
 
     @property
     def name(self) -> str:
@@ -204,16 +148,12 @@ class OpenAIEmbedder:
     # --- embedding ---------------------------------------------------------------------
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        if isinstance(texts, str):
-            raise TypeError("embed_documents takes a sequence of strings, not one string")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
-        if not texts:
+        items = text_list(texts)
+        if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
         parts = [
-            self._embed_batch(list(texts[i : i + self._batch_size]))
-            for i in range(0, len(texts), self._batch_size)
+            self._embed_batch(items[i : i + self._batch_size])
+            for i in range(0, len(items), self._batch_size)
         ]
         return np.concatenate(parts, axis=0)
 
@@ -247,7 +187,7 @@ class OpenAIEmbedder:
         return l2_normalise(arr)
 
     def _post(self, payload: dict[str, Any]) -> Any:
-        """POST one batch, retrying 408/429/5xx and network errors with backoff."""
+        """POST one batch, retrying retryable statuses and network errors with backoff."""
         attempt = 0
         while True:
             retry_after: float | None = None
@@ -264,15 +204,19 @@ class OpenAIEmbedder:
                         raise EmbeddingError(
                             f"{self._url}: HTTP {status} with a body that is not JSON: {exc}"
                         ) from exc
-                message = server_message(response)
-                if status not in RETRY_STATUSES and status < 500:
+                message = error_message(response.content) or response.reason_phrase
+                if not is_retryable(status):
                     raise EmbeddingError(f"{self._url}: HTTP {status} (not retried): {message}")
                 problem = f"HTTP {status}: {message}"
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            if attempt >= self._max_retries:
+            if attempt >= self._policy.max_retries:
                 raise EmbeddingError(
                     f"{self._url}: gave up after {attempt + 1} attempts; last error: {problem}"
                 )
-            delay = retry_after if retry_after is not None else backoff_delay(attempt, self._rng())
+            delay = self._policy.delay(attempt, self._rng(), retry_after)
+            if delay is None:
+                raise EmbeddingError(
+                    f"{self._url}: {problem}; the server asks to retry after {retry_after:.0f} s"
+                )
             self._sleep(delay)
             attempt += 1

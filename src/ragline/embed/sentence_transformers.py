@@ -21,6 +21,7 @@ from ragline.embed.base import (
     Vectors,
     cached_file_sha256,
     l2_normalise,
+    text_list,
 )
 
 if TYPE_CHECKING:
@@ -150,16 +151,12 @@ class SentenceTransformerEmbedder:
         return int(self._load().max_seq_length or 0)
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        if isinstance(texts, str):
-            raise TypeError("embed_documents takes a sequence of strings, not one string")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str")
+        items = text_list(texts)
         model = self._load()
-        if not texts:
+        if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors: Any = model.encode(
-            list(texts),
+            items,
             batch_size=self._batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,

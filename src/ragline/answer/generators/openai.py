@@ -4,10 +4,11 @@ llama.cpp server), streamed over server-sent events with httpx.
 Failures before the first token are retried: 429, 408, 425 and 5xx answers and
 network errors (timeouts included), with exponential backoff 1 s, 2 s, 4 s…
 capped at 10 s and ±25 % jitter, or exactly the ``Retry-After`` the server
-asks for. Other 4xx answers (a 400 is a bad request: sending it again cannot
-help) fail at once. Once tokens have been streamed a failure is not retried
-(the reader has seen them): it raises :class:`GenerationError` and the answerer
-marks the partial answer incomplete.
+asks for (over 60 s fails instead: a reader should not stall). The rules are
+:mod:`ragline.retry`'s, shared with the embedder. Other 4xx answers (a 400 is a
+bad request: sending it again cannot help) fail at once. Once tokens have been
+streamed a failure is not retried (the reader has seen them): it raises
+:class:`GenerationError` and the answerer marks the partial answer incomplete.
 """
 
 from __future__ import annotations
@@ -16,56 +17,13 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
 from ragline.answer.prompt import build_messages
-
-RETRYABLE_STATUS = frozenset({408, 425, 429})
-
-
-def is_retryable(status: int) -> bool:
-    return status in RETRYABLE_STATUS or status >= 500
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Backoff for retryable failures (pure: the caller supplies the random draw)."""
-
-    max_retries: int = 4
-    base_s: float = 1.0
-    cap_s: float = 10.0
-    jitter: float = 0.25
-    max_retry_after_s: float = 60.0  # a longer Retry-After fails instead of stalling
-
-    def delay(self, attempt: int, rand: float, retry_after: float | None = None) -> float:
-        """Seconds before retry number ``attempt + 1`` (``attempt`` counts from 0);
-        ``rand`` is uniform in [0, 1). Jitter spreads clients that failed together;
-        the cap bounds every wait, jitter included."""
-        if retry_after is not None:
-            return retry_after
-        backoff = min(self.cap_s, self.base_s * 2.0 ** min(attempt, 30))
-        return min(self.cap_s, backoff * (1.0 + self.jitter * (2.0 * rand - 1.0)))
+from ragline.retry import RetryPolicy, error_message, is_retryable, parse_retry_after
 
 
 def parse_sse_data(line: str) -> Any:
@@ -84,17 +42,6 @@ def parse_sse_data(line: str) -> Any:
         raise GenerationError(
             f"malformed stream event from the LLM endpoint: {data[:200]!r}"
         ) from e
-
-
-def _error_message(body: bytes) -> str:
-    try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return body[:300].decode("utf-8", "replace").strip()
-    err = payload.get("error", payload) if isinstance(payload, dict) else payload
-    if isinstance(err, dict):
-        return str(err.get("message") or err)[:300]
-    return str(err)[:300]
 
 
 def _usage(raw: Any) -> dict[str, int]:
@@ -136,7 +83,7 @@ class OpenAIGenerator:
         self.api_key = api_key
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.policy = RetryPolicy(max_retries=max_retries)
+        self.policy = RetryPolicy(max_retries=max_retries, long_retry_after="fail")
         self.sleep = sleep
         self.rand = rand
         self._client = httpx.Client(
@@ -180,7 +127,7 @@ class OpenAIGenerator:
                             started = started or bool(delta.text)
                             yield delta
                         return
-                    message = _error_message(resp.read())
+                    message = error_message(resp.read()) or resp.reason_phrase
                     failure = f"LLM endpoint returned HTTP {resp.status_code}: {message}"
                     if not is_retryable(resp.status_code):
                         raise GenerationError(failure)
@@ -192,9 +139,10 @@ class OpenAIGenerator:
                     raise GenerationError(f"answer stream cut: {failure}") from e
             if attempt >= self.policy.max_retries:
                 raise GenerationError(f"{failure} (after {attempt + 1} attempts)")
-            if retry_after is not None and retry_after > self.policy.max_retry_after_s:
+            delay = self.policy.delay(attempt, self.rand(), retry_after)
+            if delay is None:  # a long Retry-After fails rather than stall the reader
                 raise GenerationError(f"{failure}; server asks to retry after {retry_after:.0f} s")
-            self.sleep(self.policy.delay(attempt, self.rand(), retry_after))
+            self.sleep(delay)
             attempt += 1
 
     def _read(self, resp: httpx.Response) -> Iterator[Delta]:
@@ -219,7 +167,7 @@ class OpenAIGenerator:
                 continue
             if "error" in event:
                 raise GenerationError(
-                    f"LLM endpoint error in stream: {_error_message(json.dumps(event).encode())}"
+                    f"LLM endpoint error in stream: {error_message(json.dumps(event).encode())}"
                 )
             usage = _usage(event.get("usage")) or usage
             for choice in event.get("choices") or []:
