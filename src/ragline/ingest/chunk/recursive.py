@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 
 from ragline.ingest.chunk.section import CountTokens, count_many
+from ragline.ingest.spans import rstrip_span
 from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument
 
 #: Highest priority first; after the last one comes a hard cut between characters.
@@ -83,7 +84,7 @@ class RecursiveChunker:
         while pos < n:
             limit = pos + size
             if limit >= n:
-                out.append((pos, _rstrip(body, pos, n)))
+                out.append((pos, rstrip_span(body, pos, n)))
                 break
             # past the previous end too, so a large overlap cannot nest chunks
             end = _split_point(body, max(limit - search, prev_end), limit)
@@ -109,7 +110,7 @@ def _split_point(body: str, lo: int, hi: int) -> int:
     for sep in SEPARATORS:
         i = body.rfind(sep, lo, hi)
         if i != -1:
-            end = _rstrip(body, lo, i + len(sep.rstrip()))
+            end = rstrip_span(body, lo, i + len(sep.rstrip()))
             if end > lo:
                 return end
     return hi
@@ -141,9 +142,3 @@ def _skip_space(text: str, pos: int, end: int) -> int:
     while pos < end and text[pos].isspace():
         pos += 1
     return pos
-
-
-def _rstrip(text: str, start: int, end: int) -> int:
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return end

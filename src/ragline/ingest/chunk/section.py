@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from ragline.ingest.spans import lstrip_span, rstrip_span
 from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument
 
 CountTokens = Callable[[str], int]
@@ -128,8 +129,8 @@ class _Splitter:
             cut, cut_tokens = self._furthest_cut(pos, window, levels, first_budget, "")
             if cut is None:
                 return []
-            pieces.append((pos, _rstrip(body, pos, cut), cut_tokens, ""))
-            pos = _lstrip(body, cut, end)
+            pieces.append((pos, rstrip_span(body, pos, cut), cut_tokens, ""))
+            pos = lstrip_span(body, cut, end)
         while True:
             head = prefix if pos != start else ""
             window = min(end, pos + self.chars_per_token * budget)
@@ -148,9 +149,9 @@ class _Splitter:
                         n = self.count(head + body[pos:end])
                         pieces.append((pos, end, n, head))
                         return pieces
-                    cut_tokens = self.count(head + body[pos : _rstrip(body, pos, cut)])
-            pieces.append((pos, _rstrip(body, pos, cut), cut_tokens, head))
-            pos = _lstrip(body, cut, end)
+                    cut_tokens = self.count(head + body[pos : rstrip_span(body, pos, cut)])
+            pieces.append((pos, rstrip_span(body, pos, cut), cut_tokens, head))
+            pos = lstrip_span(body, cut, end)
             if pos >= end:
                 return pieces
 
@@ -163,7 +164,7 @@ class _Splitter:
             hi = bisect_right(cuts, window)
             if lo >= hi:
                 continue
-            ok, n = self.fits(head + body[pos : _rstrip(body, pos, cuts[lo])], budget)
+            ok, n = self.fits(head + body[pos : rstrip_span(body, pos, cuts[lo])], budget)
             if not ok:
                 continue
             best, best_n = lo, n
@@ -171,7 +172,7 @@ class _Splitter:
             hi -= 1
             while lo <= hi:  # largest index whose piece still fits
                 mid = (lo + hi) // 2
-                ok, n = self.fits(head + body[pos : _rstrip(body, pos, cuts[mid])], budget)
+                ok, n = self.fits(head + body[pos : rstrip_span(body, pos, cuts[mid])], budget)
                 if ok:
                     best, best_n = mid, n
                     lo = mid + 1
@@ -491,9 +492,9 @@ def _covering_units(doc: ParsedDocument) -> list[Block]:
     page: int | None = None
     for block in sorted(doc.blocks, key=lambda b: b.start):
         start, end = max(block.start, pos), min(block.end, len(body))
-        gap = _lstrip(body, pos, start)
+        gap = lstrip_span(body, pos, start)
         if gap < start:
-            gap_end = _rstrip(body, gap, start)
+            gap_end = rstrip_span(body, gap, start)
             units.append(Block(BlockKind.PARAGRAPH, gap, gap_end, path, page=page))
         if end > start and body[start:end].strip():
             units.append(
@@ -503,10 +504,10 @@ def _covering_units(doc: ParsedDocument) -> list[Block]:
             )
             pos = end
         path, page = block.heading_path, block.page
-    gap = _lstrip(body, pos, len(body))
+    gap = lstrip_span(body, pos, len(body))
     if gap < len(body):
         units.append(
-            Block(BlockKind.PARAGRAPH, gap, _rstrip(body, gap, len(body)), path, page=page)
+            Block(BlockKind.PARAGRAPH, gap, rstrip_span(body, gap, len(body)), path, page=page)
         )
     return units
 
@@ -591,15 +592,3 @@ def _earliest_fit(
 def _first_after(levels: Sequence[Sequence[int]], pos: int, end: int) -> int | None:
     firsts = [c[i] for c in levels if (i := bisect_right(c, pos)) < len(c) and c[i] < end]
     return min(firsts) if firsts else None
-
-
-def _rstrip(text: str, start: int, end: int) -> int:
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return end
-
-
-def _lstrip(text: str, start: int, end: int) -> int:
-    while start < end and text[start].isspace():
-        start += 1
-    return start

@@ -33,6 +33,7 @@ from mdit_py_plugins.dollarmath.index import math_block_dollar
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from ragline.ingest.errors import IngestError
+from ragline.ingest.spans import lstrip_span, rstrip_span
 from ragline.types import Block, BlockKind, ParsedDocument
 
 #: Heading levels that open a section and enter ``heading_path``; H5/H6 are content.
@@ -134,7 +135,7 @@ def parse_markdown(text: str, source: str) -> ParsedDocument:
             continue
         kind = _KIND_BY_TOKEN.get(tok.type, BlockKind.PARAGRAPH)
         start = _offset(line_starts, tok.map[0], len(text))
-        end = _rstrip(text, start, _offset(line_starts, tok.map[1], len(text)))
+        end = rstrip_span(text, start, _offset(line_starts, tok.map[1], len(text)))
         if end <= start:
             continue
         span = _Span(kind, start, end)
@@ -212,7 +213,7 @@ def _absorb_label_lines(text: str, spans: list[_Span]) -> list[_Span]:
         prev = out[-1] if out else None
         if prev is not None and span.start <= prev.end:
             # Its head was absorbed by the previous block: keep only the rest.
-            span.start = _lstrip(text, prev.end, span.end)
+            span.start = lstrip_span(text, prev.end, span.end)
             if span.start >= span.end:
                 continue
         out.append(span)
@@ -230,7 +231,7 @@ def _extend_over(text: str, end: int, line_re: re.Pattern[str]) -> int:
     new_end = end
     pos = end + 1
     while m := line_re.match(text, pos):
-        new_end = _rstrip(text, pos, m.end())
+        new_end = rstrip_span(text, pos, m.end())
         pos = m.end()
         if not m.group().endswith("\n"):
             break
@@ -242,9 +243,11 @@ def _fill_gaps(text: str, body_offset: int, spans: list[_Span]) -> list[_Span]:
     out: list[_Span] = []
     pos = body_offset
     for span in [*spans, _Span(BlockKind.PARAGRAPH, len(text), len(text))]:
-        gap_start = _lstrip(text, pos, span.start)
+        gap_start = lstrip_span(text, pos, span.start)
         if gap_start < span.start:
-            out.append(_Span(BlockKind.PARAGRAPH, gap_start, _rstrip(text, gap_start, span.start)))
+            out.append(
+                _Span(BlockKind.PARAGRAPH, gap_start, rstrip_span(text, gap_start, span.start))
+            )
         if span.end > span.start:
             out.append(span)
         pos = max(pos, span.end)
@@ -294,15 +297,3 @@ def _line_starts(text: str) -> list[int]:
 
 def _offset(line_starts: list[int], line: int, length: int) -> int:
     return line_starts[line] if line < len(line_starts) else length
-
-
-def _rstrip(text: str, start: int, end: int) -> int:
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return end
-
-
-def _lstrip(text: str, start: int, end: int) -> int:
-    while start < end and text[start].isspace():
-        start += 1
-    return start
