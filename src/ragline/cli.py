@@ -25,7 +25,7 @@ from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.ingest.report import IngestReport
 from ragline.retrieve.retriever import SearchMode
-from ragline.settings import ChunkerName, Settings
+from ragline.settings import ChunkerName, GeneratorName, Settings
 from ragline.store.base import StoreError
 from ragline.types import Answer, SearchResult
 
@@ -230,7 +230,7 @@ def ask(
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = None,
     expand: ExpandOpt = None,
     generator: Annotated[
-        str | None, typer.Option("--generator", help="extractive (default) or openai.")
+        str | None, typer.Option("--generator", help="extractive (default), openai or local.")
     ] = None,
     selected_text: Annotated[
         str | None, typer.Option("--selected-text", help="Text the question is about.")
@@ -246,8 +246,9 @@ def ask(
     (the partial answer is shown), 2 on a usage or store error.
     """
     options = _search_options(mode, filters, top_k, expand)
-    if generator not in (None, "extractive", "openai"):
-        raise _fail(f"--generator must be extractive or openai, not {generator!r}")
+    if generator not in (None, *get_args(GeneratorName)):
+        names = ", ".join(get_args(GeneratorName))
+        raise _fail(f"--generator must be one of {names}, not {generator!r}")
     rag = _engine(index, tenant=tenant, generator=generator)
     answer: Answer | None = None
     streamed = False

