@@ -23,7 +23,7 @@ from ragline.ingest.sync import Chunker, Indexer, ProgressCallback
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import ChunkerName, Settings
-from ragline.store.base import ModelMismatchError, Store
+from ragline.store.base import Store, check_model
 from ragline.store.factory import make_store
 from ragline.types import Answer, Scalar, SearchResult, StreamEvent
 
@@ -112,12 +112,6 @@ class Ragline:
     def reports_dir(self) -> Path:
         return self.settings.index_dir / "reports"
 
-    def check_model(self) -> None:
-        """An index built by another model is an error, not a silent mix."""
-        stored = self.store.stored_fingerprint()
-        if stored is not None and stored != self.embedder.fingerprint:
-            raise ModelMismatchError(stored, self.embedder.fingerprint)
-
     def ingest(
         self,
         path: Path,
@@ -140,7 +134,7 @@ class Ragline:
         """Ranked chunks for ``query``; ``options`` (mode, top_k, filters, expand) are
         :meth:`Retriever.search <ragline.retrieve.retriever.Retriever.search>`'s."""
         if self._retriever is None:
-            self.check_model()
+            check_model(self.store, self.embedder.fingerprint)
             reranker = self._reranker or make_reranker(self.settings)
             self._retriever = Retriever(self.store, self.embedder, self.settings, reranker)
         return self._retriever.search(query, **options)

@@ -34,7 +34,7 @@ from ragline.ingest.parse import parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, ModelMismatchError, Store
+from ragline.store.base import DocumentWrite, Store, check_model
 from ragline.types import Chunk, ChunkDraft, DocumentRecord, ParsedDocument
 
 #: progress(done_bytes, total_bytes, path): called after each file is handled.
@@ -107,15 +107,6 @@ class Indexer:
         self.settings = settings
         self.chunker = chunker
 
-    def check_model(self) -> None:
-        """Record the model on first use; refuse to mix vectors of two models."""
-        stored = self.store.stored_fingerprint()
-        configured = self.embedder.fingerprint
-        if stored is None:
-            self.store.set_fingerprint(configured)
-        elif stored != configured:
-            raise ModelMismatchError(stored, configured)
-
     def sync(
         self,
         root: Path,
@@ -133,7 +124,7 @@ class Indexer:
             chunker=self.settings.chunker,
             model=self.embedder.fingerprint.name,
         )
-        self.check_model()
+        check_model(self.store, self.embedder.fingerprint, record=True)
         paths = discover_files(root, self.settings.extensions)
         report.files = len(paths)
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}

@@ -32,6 +32,17 @@ class ModelMismatchError(StoreError):
         self.configured = configured
 
 
+def check_model(store: Store, configured: ModelFingerprint, *, record: bool = False) -> None:
+    """Refuse to mix vectors of two models; with ``record``, an empty index adopts
+    the configured model (first ingest)."""
+    stored = store.stored_fingerprint()
+    if stored is None:
+        if record:
+            store.set_fingerprint(configured)
+    elif stored != configured:
+        raise ModelMismatchError(stored, configured)
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentWrite:
     """One document's new state: its record, chunks and their vectors (row i ↔ chunk i)."""
