@@ -285,16 +285,19 @@ def _print_answer_details(answer: Answer) -> None:
         f"[dim]confidence:[/] [{colour}]{conf.level}[/] [dim]({conf.score:.2f}; {conf.reason})[/]"
     )
     if answer.sources:
+        # One line per source, soft-wrapped: a table folds long paths mid-word
+        # when the output is narrow or piped, which breaks copy-paste and grep.
         cited = {c.number for c in answer.citations}
-        t = Table(title="sources", title_justify="left", show_edge=False)
-        t.add_column("", justify="right")
-        t.add_column("title > section")
-        t.add_column("path", style="dim", overflow="fold")
-        t.add_column("score", justify="right")
+        out.print("[bold]sources[/]")
         for src in answer.sources:
-            mark = f"[bold]{src.number}[/]" if src.number in cited else f"[dim]{src.number}[/]"
-            t.add_row(mark, escape(src.label), escape(src.hit.chunk.source), f"{src.hit.score:.4f}")
-        out.print(t)
+            style = "bold" if src.number in cited else "dim"
+            num = f"[{style}]\\[{src.number}][/]"
+            out.print(
+                f"  {num} {escape(src.label)}  [dim]{escape(src.hit.chunk.source)}"
+                f"  {src.hit.score:.4f}[/]",
+                soft_wrap=True,
+                highlight=False,
+            )
     unsupported = [c for c in answer.citations if not c.supported]
     for c in unsupported:
         out.print(f"[yellow]unsupported citation[/] \\[{c.number}] for: {escape(c.claim[:120])}")
