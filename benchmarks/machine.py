@@ -15,6 +15,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("ragline", "lancedb", "pylance", "onnxruntime", "pyarrow", "numpy", "tokenizers")
@@ -57,6 +58,45 @@ def package_versions(names: Sequence[str] = PACKAGES) -> str:
         except importlib.metadata.PackageNotFoundError:
             continue
     return ", ".join(out)
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat; 0 elsewhere)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:9]
+        ticks = [int(x) for x in fields]
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(slots=True)
+class Phase:
+    """Wall time, this process's CPU time and everyone else's CPU time over a block.
+
+    ``others_share`` is the fraction of the machine's cores that other processes
+    used meanwhile: the interference a timing suffered (the load average lags and
+    counts this process too, so it cannot tell that)."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+    others_cpu: float = 0.0
+    _t: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def __enter__(self) -> Phase:
+        self._t = (time.perf_counter(), time.process_time(), busy_cpu_seconds())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        t0, c0, b0 = self._t
+        self.wall = time.perf_counter() - t0
+        self.cpu = time.process_time() - c0
+        self.others_cpu = max(0.0, busy_cpu_seconds() - b0 - self.cpu)
+
+    @property
+    def others_share(self) -> float:
+        return self.others_cpu / (self.wall * (os.cpu_count() or 1)) if self.wall else 0.0
 
 
 def wait_for_quiet(max_load: float, max_wait_s: float, poll_s: float = 60.0) -> float:
