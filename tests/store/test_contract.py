@@ -1,0 +1,692 @@
+"""The store contract: every store (tests/store/contract.py) passes these tests unchanged.
+
+Upserts, deletes, incremental sync through the real Indexer, filters, tenants,
+BM25 scores against a reference computed here, vector recall against exact
+numpy search, the model fingerprint, and a writer killed with SIGKILL mid-write.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from ragline.embed.base import Embedder, ModelFingerprint, Vectors
+from ragline.embed.tokenizer import TokenCounter
+from ragline.engine import make_chunker
+from ragline.ingest.sync import Indexer
+from ragline.settings import Settings
+from ragline.store.base import DocumentWrite, FieldBoosts, Store, StoreError
+from ragline.store.bm25 import tokenize
+from ragline.types import Chunk, DocumentRecord, Hit
+
+
+def _load_contract() -> ModuleType:
+    """tests/ has no packages (importlib import mode): load contract.py by path, once."""
+    name = "ragline_store_contract"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CONTRACT_PY)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+CONTRACT_PY = Path(__file__).with_name("contract.py")
+_contract = _load_contract()
+STORE_BACKENDS = _contract.STORE_BACKENDS
+BACKEND_FIXTURES = _contract.BACKEND_FIXTURES
+ContractEnv = _contract.ContractEnv
+
+DIM = 16
+FP = ModelFingerprint(name="contract-model", dimension=DIM, digest="c" * 64)
+
+
+@pytest.fixture(params=sorted(STORE_BACKENDS))
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def env(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> ContractEnv:
+    name = "c_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    name += f"_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    options = {
+        opt: str(request.getfixturevalue(fixture))
+        for opt, fixture in BACKEND_FIXTURES.get(backend, {}).items()
+    }
+    return ContractEnv(tmp_path / backend, DIM, name, options)
+
+
+@pytest.fixture
+def open_store(backend: str, env: ContractEnv) -> Iterator[Callable[[], Store]]:
+    """Open (or re-open) the test's store; every store opened is closed at the end."""
+    opened: list[Store] = []
+
+    def opener() -> Store:
+        s = STORE_BACKENDS[backend](env)
+        opened.append(s)
+        return s
+
+    yield opener
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def store(backend: str, env: ContractEnv) -> Iterator[Store]:
+    s = STORE_BACKENDS[backend](env)
+    yield s
+    s.close()
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> Vectors:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    out: Vectors = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def make_chunk(
+    doc_id: str,
+    i: int,
+    text: str,
+    *,
+    tenant: str = "acme",
+    title: str = "Deep Learning Notes",
+    chapter: str = "basics",
+    heading_path: tuple[str, ...] = ("Deep Learning Notes", "Basics"),
+    has_code: bool = False,
+    has_equations: bool = False,
+    page: int | None = None,
+    metadata: dict[str, object] | None = None,
+) -> Chunk:
+    return Chunk(
+        id=f"{tenant}/{doc_id}/{i}",
+        doc_id=doc_id,
+        tenant=tenant,
+        source=f"docs/{doc_id}.md",
+        title=title,
+        chapter=chapter,
+        section=heading_path[-1] if heading_path else "",
+        heading_path=heading_path,
+        url=f"file:///docs/{doc_id}.md#s{i}",
+        anchor=f"s{i}",
+        chunk_index=i,
+        start_char=100 * i,
+        end_char=100 * i + len(text),
+        token_count=len(text.split()) + 3,
+        word_count=len(text.split()),
+        has_code=has_code,
+        has_equations=has_equations,
+        content_hash=f"hash-{doc_id}-{text}",
+        created_at="2024-05-01T12:00:00Z",
+        text=text,
+        page=page,
+        metadata=metadata or {},
+    )
+
+
+def record_for(doc_id: str, chunks: list[Chunk], tenant: str = "acme") -> DocumentRecord:
+    return DocumentRecord(
+        doc_id=doc_id,
+        tenant=tenant,
+        source=f"docs/{doc_id}.md",
+        file_hash=f"file-{len(chunks)}",
+        chunk_count=len(chunks),
+        token_count=sum(c.token_count for c in chunks),
+        chapter=chunks[0].chapter if chunks else "",
+        title=chunks[0].title if chunks else "",
+        format="markdown",
+        ingested_at="2024-05-01T12:00:00Z",
+    )
+
+
+def write(
+    store: Store,
+    doc_id: str,
+    texts: list[str],
+    vectors: Vectors | None = None,
+    *,
+    seed: int = 0,
+    tenant: str = "acme",
+    **chunk_kw: object,
+) -> tuple[list[Chunk], Vectors]:
+    chunks = [
+        make_chunk(doc_id, i, t, tenant=tenant, **chunk_kw)  # type: ignore[arg-type]
+        for i, t in enumerate(texts)
+    ]
+    vecs = unit(np.random.default_rng(seed), len(chunks)) if vectors is None else vectors
+    store.replace_documents([DocumentWrite(record_for(doc_id, chunks, tenant), chunks, vecs)])
+    return chunks, vecs
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [h.chunk.id for h in hits]
+
+
+def all_chunks(store: Store) -> list[Chunk]:
+    return [c for batch, _ in store.iter_chunks(7) for c in batch]
+
+
+PASSAGES = [
+    "Gradient descent updates the parameters in the direction of the negative gradient.",
+    "Convolutional layers share weights across spatial positions of an image.",
+    "Attention lets a model weigh every token of the input when encoding one token.",
+    "Dropout randomly zeroes activations during training to reduce overfitting.",
+    "Batch normalization rescales activations using statistics of the minibatch.",
+    "Recurrent networks carry a hidden state from one time step to the next.",
+]
+
+
+# ------------------------------------------------------------- upsert/delete
+
+
+def test_is_a_store_and_starts_empty(store: Store) -> None:
+    assert isinstance(store, Store)
+    assert store.count_chunks() == 0
+    assert store.documents() == []
+    assert store.stored_fingerprint() is None
+    assert store.keyword_search("gradient", 5) == []
+    assert store.vector_search(unit(np.random.default_rng(0), 1)[0], 5) == []
+
+
+def test_every_chunk_field_round_trips(store: Store) -> None:
+    c = make_chunk(
+        "doc",
+        0,
+        "Ünïcödé text with 'quotes' and a formula $x^2$.",
+        heading_path=("Title", "Part 'A'", "Sub"),
+        has_code=True,
+        has_equations=True,
+        page=7,
+        metadata={"authors": ["a", "b"], "year": 2024, "draft": False},
+    )
+    vec = unit(np.random.default_rng(1), 1)
+    store.replace_documents([DocumentWrite(record_for("doc", [c]), [c], vec)])
+    (back,) = all_chunks(store)
+    assert back == c
+    assert store.documents() == [record_for("doc", [c])]
+    assert store.chunks_by_index("doc", [0, 5]) == [c]
+    np.testing.assert_allclose(store.vectors_for([c.id])[c.id], vec[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        store.document_vectors("doc")[c.content_hash], vec[0], rtol=1e-6, atol=1e-6
+    )
+
+
+def test_replacing_a_document_leaves_only_its_new_chunks(store: Store) -> None:
+    write(store, "a", PASSAGES[:4], seed=1)
+    write(store, "b", PASSAGES[4:], seed=2)
+    new, vecs = write(
+        store, "a", ["Gradient clipping bounds the update norm.", PASSAGES[1]], seed=3
+    )
+    got = sorted(all_chunks(store), key=lambda c: c.id)
+    assert [c.id for c in got] == ["acme/a/0", "acme/a/1", "acme/b/0", "acme/b/1"]
+    assert [c.text for c in got if c.doc_id == "a"] == [c.text for c in new]
+    assert store.count_chunks() == 4
+    assert store.count_chunks({"doc_id": "a"}) == 2
+    hits = store.keyword_search("gradient", 10)
+    assert ids(hits) == ["acme/a/0"]  # the old passage about gradient descent is gone
+    hits = store.vector_search(vecs[0], 1)
+    assert ids(hits) == ["acme/a/0"]
+    assert hits[0].vector_score == pytest.approx(1.0, abs=1e-5)
+    assert [r.chunk_count for r in store.documents()] == [2, 2]
+    assert [c.chunk_index for c in store.chunks_by_index("a", [0, 1, 2])] == [0, 1]
+
+
+def test_batch_replace_of_several_documents(store: Store) -> None:
+    items = []
+    for d in range(3):
+        chunks = [make_chunk(f"d{d}", i, f"{PASSAGES[(d + i) % 6]}") for i in range(d + 1)]
+        items.append(
+            DocumentWrite(
+                record_for(f"d{d}", chunks), chunks, unit(np.random.default_rng(d), d + 1)
+            )
+        )
+    store.replace_documents(items)
+    assert Counter(c.doc_id for c in all_chunks(store)) == {"d0": 1, "d1": 2, "d2": 3}
+    assert {r.doc_id for r in store.documents()} == {"d0", "d1", "d2"}
+    empty = DocumentWrite(record_for("d2", []), [], np.zeros((0, DIM), np.float32))
+    store.replace_documents([empty])
+    assert store.count_chunks({"doc_id": "d2"}) == 0
+
+
+def test_bad_writes_raise_and_change_nothing(store: Store) -> None:
+    write(store, "a", PASSAGES[:2], seed=1)
+    before = sorted(c.id for c in all_chunks(store))
+    c = make_chunk("b", 0, "text")
+    for bad in (
+        DocumentWrite(record_for("b", [c]), [c], np.ones((1, DIM + 1), np.float32)),
+        DocumentWrite(record_for("b", [c]), [c], np.full((1, DIM), np.nan, np.float32)),
+        DocumentWrite(record_for("b", [c]), [c], np.ones((2, DIM), np.float32)),
+        DocumentWrite(record_for("b", [c]), [c, c], np.ones((2, DIM), np.float32)),
+    ):
+        with pytest.raises(StoreError):
+            store.replace_documents([bad])
+    assert sorted(c.id for c in all_chunks(store)) == before
+    assert [r.doc_id for r in store.documents()] == ["a"]
+
+
+def test_delete_removes_chunks_from_both_searches_and_the_record(store: Store) -> None:
+    _, vecs = write(store, "a", PASSAGES[:3], seed=1)
+    write(store, "b", PASSAGES[3:], seed=2)
+    store.optimize()
+    store.delete_document("a")
+    assert store.count_chunks() == 3
+    assert [r.doc_id for r in store.documents()] == ["b"]
+    assert "acme/a/0" not in ids(store.vector_search(vecs[0], 10))
+    assert store.keyword_search("gradient convolutional attention", 10) == []
+    assert store.vectors_for(["acme/a/0"]) == {}
+    assert store.document_vectors("a") == {}
+    store.optimize()
+    assert store.keyword_search("gradient", 10) == []
+    store.delete_document("never-there")  # deleting an unknown document is a no-op
+
+
+# -------------------------------------------------------------- incremental sync
+
+
+def test_incremental_sync_through_the_indexer(
+    store: Store, embedder: Embedder, tmp_path: Path
+) -> None:
+    root = tmp_path / "docs"
+    (root / "ch1").mkdir(parents=True)
+    (root / "ch2").mkdir()
+    (root / "ch1" / "a.md").write_text("# Alpha\n\nGradient descent moves downhill.\n")
+    (root / "ch1" / "b.md").write_text("# Beta\n\nConvolutions share weights.\n")
+    (root / "ch2" / "c.md").write_text("# Gamma\n\nAttention weighs tokens.\n")
+    settings = Settings(index_dir=tmp_path / "unused")
+    indexer = Indexer(store, embedder, settings, make_chunker(settings, TokenCounter()))
+
+    first = indexer.sync(root)
+    assert first.ok and sorted(first.indexed) == ["ch1/a.md", "ch1/b.md", "ch2/c.md"]
+    assert store.stored_fingerprint() == embedder.fingerprint
+    total = store.count_chunks()
+    assert total == first.index_chunks >= 3
+
+    again = indexer.sync(root)
+    assert again.indexed == [] and sorted(again.skipped) == ["ch1/a.md", "ch1/b.md", "ch2/c.md"]
+    assert store.count_chunks() == total
+
+    (root / "ch1" / "a.md").write_text("# Alpha\n\nMomentum accelerates stochastic descent.\n")
+    (root / "ch2" / "c.md").unlink()
+    third = indexer.sync(root)
+    assert third.indexed == ["ch1/a.md"] and third.deleted == ["ch2/c.md"]
+    texts = " ".join(c.text for c in all_chunks(store))
+    assert "Momentum" in texts and "downhill" not in texts and "Attention" not in texts
+    assert sorted(r.source.rsplit("/", 1)[-1] for r in store.documents()) == ["a.md", "b.md"]
+    assert ids(store.keyword_search("downhill attention", 5)) == []
+    assert [h.chunk.source.rsplit("/", 1)[-1] for h in store.keyword_search("momentum", 5)] == [
+        "a.md"
+    ]
+    assert len({c.id for c in all_chunks(store)}) == store.count_chunks()
+    assert store.count_chunks({"chapter": "ch1"}) == store.count_chunks()
+
+
+# ---------------------------------------------------------------- filters/tenants
+
+
+def test_filters_push_down_in_both_searches(store: Store) -> None:
+    rng = np.random.default_rng(5)
+    write(store, "code", PASSAGES[:3], unit(rng, 3), chapter="ch1", has_code=True, page=1)
+    write(store, "maths", PASSAGES[3:], unit(rng, 3), chapter="ch2", has_equations=True, page=2)
+    write(store, "other", PASSAGES, unit(rng, 6), tenant="zeta", chapter="ch1")
+    q = unit(rng, 1)[0]
+    cases: list[tuple[dict[str, str | int | bool], set[str]]] = [
+        ({"chapter": "ch1"}, {"code", "other"}),
+        ({"has_code": True}, {"code"}),
+        ({"has_equations": True, "tenant": "acme"}, {"maths"}),
+        ({"page": 2}, {"maths"}),
+        ({"section": "Basics", "tenant": "zeta"}, {"other"}),
+        ({"doc_id": "maths", "chapter": "ch1"}, set()),
+    ]
+    for filters, docs in cases:
+        expected = sum({"code": 3, "maths": 3, "other": 6}[d] for d in docs)
+        assert store.count_chunks(filters) == expected, filters
+        vhits = store.vector_search(q, 20, filters)
+        assert {h.chunk.doc_id for h in vhits} == docs, filters
+        assert len(vhits) == expected  # a pre-filter: top-k stays full under a filter
+        khits = store.keyword_search("activations gradient attention networks weights", 20, filters)
+        assert {h.chunk.doc_id for h in khits} <= docs, filters
+        assert all(h.keyword_score and h.keyword_score > 0 for h in khits)
+    with pytest.raises((StoreError, ValueError)):
+        store.vector_search(q, 5, {"no_such_field": "x"})
+    with pytest.raises((StoreError, ValueError)):
+        store.keyword_search("gradient", 5, {"has_code": "yes"})
+
+
+def test_tenants_are_isolated(store: Store) -> None:
+    rng = np.random.default_rng(7)
+    same = unit(rng, 2)
+    write(store, "doc", PASSAGES[:2], same, tenant="acme")
+    write(store, "doc2", PASSAGES[:2], same, tenant="zeta")
+    for tenant in ("acme", "zeta"):
+        f = {"tenant": tenant}
+        assert {h.chunk.tenant for h in store.vector_search(same[0], 10, f)} == {tenant}
+        assert {h.chunk.tenant for h in store.keyword_search("gradient weights", 10, f)} == {tenant}
+        assert [r.tenant for r in store.documents(tenant)] == [tenant]
+        assert store.count_chunks(f) == 2
+    assert store.documents("nobody") == []
+
+
+# --------------------------------------------------------------------- BM25
+
+BM25_CORPUS = [
+    (
+        "Neural networks",
+        ("Neural networks", "Training"),
+        "Neural networks learn weights by gradient descent; weights weights.",
+    ),
+    (
+        "Gradient descent",
+        ("Gradient descent", "Optimization", "SGD"),
+        "Stochastic gradient descent updates the weights of a network.",
+    ),
+    (
+        "Attention",
+        ("Attention", "Transformers"),
+        "Attention is all the networks need: attention, attention.",
+    ),
+    (
+        "Convolutions",
+        (),
+        "Convolutional layers share weights across positions in images and images.",
+    ),
+    (
+        "Recurrent networks",
+        ("Recurrent networks", "LSTM"),
+        "Gated units keep long memories; running networks were having trouble.",
+    ),
+    (
+        "Dropout",
+        ("Dropout",),
+        "Dropout zeroes activations at random during training to fight overfitting.",
+    ),
+    (
+        "Batch normalization",
+        ("Batch normalization",),
+        "Normalizing activations with minibatch statistics speeds up training of deep networks.",
+    ),
+    (
+        "Café notes",
+        ("Naïve Bayes",),
+        "A naïve classifier at the café counts words; counting is cheap.",
+    ),
+]
+BM25_QUERIES = [
+    "weights",
+    "gradient networks",
+    "networks networks attention",
+    "training activations",
+    "naive cafe counting",
+    "the running of images",
+    "LSTM optimization transformers",
+]
+
+
+def reference_bm25(
+    query: str, boosts: FieldBoosts, k1: float = 1.2, b: float = 0.75
+) -> dict[str, float]:
+    """Best boosted field of Lucene-variant BM25 (with the (k1+1) factor), each field
+    over its own statistics (chunks whose field has no token are not counted);
+    written out here independently of the stores."""
+    fields = {
+        "title": [t for t, _, _ in BM25_CORPUS],
+        "headings": [" > ".join(h) for _, h, _ in BM25_CORPUS],
+        "text": [x for _, _, x in BM25_CORPUS],
+    }
+    weights = {"title": boosts.title, "headings": boosts.headings, "text": boosts.text}
+    q = tokenize(query)
+    best = [0.0] * len(BM25_CORPUS)
+    for name, texts in fields.items():
+        docs = [tokenize(t) for t in texts]
+        n = sum(1 for d in docs if d)
+        avgdl = sum(len(d) for d in docs) / n
+        for i, d in enumerate(docs):
+            tf = Counter(d)
+            s = 0.0
+            for term in q:
+                if tf[term]:
+                    df = sum(1 for other in docs if term in other)
+                    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                    s += idf * (k1 + 1) * tf[term] / (tf[term] + k1 * (1 - b + b * len(d) / avgdl))
+            best[i] = max(best[i], weights[name] * s)
+    return {f"acme/bm{i}/0": s for i, s in enumerate(best) if s > 0}
+
+
+def test_bm25_scores_equal_the_reference(store: Store) -> None:
+    rng = np.random.default_rng(3)
+    for i, (title, headings, text) in enumerate(BM25_CORPUS):
+        write(store, f"bm{i}", [text], unit(rng, 1), title=title, heading_path=headings)
+    store.optimize()
+    for boosts in (FieldBoosts(), FieldBoosts(title=1.0, headings=1.0, text=1.0)):
+        for query in BM25_QUERIES:
+            expected = reference_bm25(query, boosts)
+            assert expected, query  # every query matches something
+            hits = store.keyword_search(query, 20, boosts=boosts)
+            got = {h.chunk.id: h.keyword_score for h in hits}
+            assert got.keys() == expected.keys(), query
+            for cid, score in expected.items():
+                assert got[cid] == pytest.approx(score, rel=1e-4), (query, cid)
+            scores = [h.keyword_score or 0.0 for h in hits]
+            assert scores == sorted(scores, reverse=True)
+    # top-k is the head of the full ranking
+    full = store.keyword_search("networks weights training", 20)
+    assert ids(store.keyword_search("networks weights training", 3)) == ids(full)[:3]
+    # a filter restricts the hits but not the corpus statistics
+    expected = reference_bm25("weights", FieldBoosts())
+    (hit,) = store.keyword_search("weights", 5, {"doc_id": "bm1"})
+    assert hit.keyword_score == pytest.approx(expected["acme/bm1/0"], rel=1e-4)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "the of and", "!!! ??? ---", "a"])
+def test_empty_or_stop_word_queries_return_nothing(store: Store, query: str) -> None:
+    write(store, "a", PASSAGES, seed=1)
+    assert store.keyword_search(query, 5) == []
+
+
+@pytest.mark.parametrize(
+    "query", ['"unbalanced', "title:x AND (", "a*b?~2 ^3", "'; DROP TABLE x;--"]
+)
+def test_query_syntax_is_never_interpreted(store: Store, query: str) -> None:
+    write(store, "a", PASSAGES, seed=1)
+    hits = store.keyword_search(query + " gradient", 5)
+    assert ids(hits)[:1] == ["acme/a/0"]
+
+
+# ------------------------------------------------------------------- vectors
+
+
+def test_vector_recall_against_exact_search(store: Store) -> None:
+    rng = np.random.default_rng(11)
+    n_docs, per_doc = 8, 100
+    matrix = unit(rng, n_docs * per_doc)
+    items = []
+    for d in range(n_docs):
+        chunks = [make_chunk(f"v{d}", i, f"passage {i}") for i in range(per_doc)]
+        items.append(
+            DocumentWrite(
+                record_for(f"v{d}", chunks), chunks, matrix[d * per_doc : (d + 1) * per_doc]
+            )
+        )
+    store.replace_documents(items)
+    store.optimize()
+    all_ids = np.array([f"acme/v{i // per_doc}/{i % per_doc}" for i in range(len(matrix))])
+    recall = []
+    for q in unit(rng, 20):
+        sims = matrix @ q
+        truth = set(all_ids[np.argsort(-sims)[:10]])
+        hits = store.vector_search(q, 10)
+        recall.append(len(truth & set(ids(hits))) / 10)
+        for h in hits:
+            i = int(np.flatnonzero(all_ids == h.chunk.id)[0])
+            assert h.vector_score == pytest.approx(float(sims[i]), abs=1e-4)
+        assert [h.vector_score for h in hits] == sorted(
+            [h.vector_score or 0.0 for h in hits], reverse=True
+        )
+    assert float(np.mean(recall)) >= 0.95
+    with pytest.raises(StoreError):
+        store.vector_search(np.ones(DIM + 1, np.float32), 5)
+
+
+def test_iter_chunks_returns_every_chunk_with_its_vector(store: Store) -> None:
+    _, va = write(store, "a", PASSAGES[:4], seed=1)
+    _, vb = write(store, "b", PASSAGES[4:], seed=2)
+    seen: dict[str, np.ndarray] = {}
+    for chunks, vecs in store.iter_chunks(3):
+        assert len(chunks) == len(vecs) <= 3
+        seen.update({c.id: v for c, v in zip(chunks, vecs, strict=True)})
+    assert len(seen) == 6
+    np.testing.assert_allclose(seen["acme/a/2"], va[2], atol=1e-6)
+    np.testing.assert_allclose(seen["acme/b/1"], vb[1], atol=1e-6)
+
+
+# ---------------------------------------------------------------- fingerprint
+
+
+def test_model_fingerprint_round_trip(open_store: Callable[[], Store], backend: str) -> None:
+    store = open_store()
+    assert store.stored_fingerprint() is None
+    store.set_fingerprint(FP)
+    assert store.stored_fingerprint() == FP
+    write(store, "a", PASSAGES[:2], seed=1)
+    store.close()
+    again = open_store()
+    assert again.stored_fingerprint() == FP
+    assert again.count_chunks() == 2
+    with pytest.raises(StoreError):
+        again.set_fingerprint(ModelFingerprint(name="wide", dimension=DIM * 2, digest="d" * 64))
+
+
+def test_rebuild_swaps_in_a_new_model(store: Store) -> None:
+    write(store, "a", PASSAGES[:3], seed=1)
+    store.set_fingerprint(FP)
+    batches = list(store.iter_chunks(2))
+    wide = ModelFingerprint(name="wide", dimension=DIM * 2, digest="e" * 64)
+    rng = np.random.default_rng(9)
+    count = store.rebuild(
+        wide, [(chunks, unit(rng, len(chunks), DIM * 2)) for chunks, _ in batches]
+    )
+    assert count == 3
+    assert store.stored_fingerprint() == wide
+    assert store.count_chunks() == 3
+    q = unit(rng, 1, DIM * 2)[0]
+    assert len(store.vector_search(q, 5)) == 3
+    assert ids(store.keyword_search("gradient", 5)) == ["acme/a/0"]
+
+
+# --------------------------------------------------------------------- crash
+
+_WRITER = textwrap.dedent(
+    """
+    import importlib.util
+    import sys
+
+    from ragline.store.base import DocumentWrite
+
+    spec = importlib.util.spec_from_file_location("ragline_store_contract", sys.argv[1])
+    contract = importlib.util.module_from_spec(spec)
+    sys.modules["ragline_store_contract"] = contract
+    spec.loader.exec_module(contract)
+    store = contract.STORE_BACKENDS[sys.argv[2]](contract.ContractEnv.from_json(sys.argv[3]))
+    rng = np.random.default_rng(0)
+    version = 0
+    while True:
+        version += 1
+        items = []
+        for d in range(4):
+            n = version % 5 + 1
+            texts = [f"version {version} part {i} of {d}" for i in range(n)]
+            chunks = [make_chunk(f"d{d}", i, t) for i, t in enumerate(texts)]
+            items.append(DocumentWrite(record_for(f"d{d}", chunks), chunks, unit(rng, n)))
+        store.replace_documents(items)
+        print(version, flush=True)
+    """
+)
+
+
+def _writer_source() -> str:
+    """The child process's script: this module's chunk helpers, then the write loop."""
+    helpers = "\n\n".join(inspect.getsource(f) for f in (unit, make_chunk, record_for))
+    prelude = (
+        "from __future__ import annotations\n"
+        "import numpy as np\n"
+        "from ragline.embed.base import Vectors\n"
+        "from ragline.types import Chunk, DocumentRecord\n"
+        f"DIM = {DIM}\n\n"
+    )
+    return prelude + helpers + "\n" + _WRITER
+
+
+def check_consistent(store: Store) -> int:
+    """Every document whole at one version (old or new, never both), no duplicates."""
+    chunks = all_chunks(store)
+    assert len({c.id for c in chunks}) == len(chunks), "duplicate chunks"
+    per_doc: dict[str, set[int]] = {}
+    for c in chunks:
+        per_doc.setdefault(c.doc_id, set()).add(int(c.text.split()[1]))
+    for doc, versions in per_doc.items():
+        assert len(versions) == 1, (doc, versions)
+        (v,) = versions
+        assert sum(1 for c in chunks if c.doc_id == doc) == v % 5 + 1, (doc, v)
+    hits = store.keyword_search("version part", 100)
+    assert len(set(ids(hits))) == len(hits) == len(chunks)
+    return min((next(iter(v)) for v in per_doc.values()), default=0)
+
+
+@pytest.mark.slow
+def test_crash_during_a_write_leaves_old_or_new_chunks(
+    backend: str, env: ContractEnv, open_store: Callable[[], Store], tmp_path: Path
+) -> None:
+    script = tmp_path / "writer.py"
+    script.write_text(_writer_source())
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(CONTRACT_PY), backend, env.to_json()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    committed = 0
+    deadline = time.monotonic() + 60
+    try:
+        while committed < 8 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            committed = int(line)
+        time.sleep(0.01 * (committed % 4))  # land somewhere inside a later write
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert committed >= 8, proc.stderr.read() if proc.stderr else ""
+
+    store = open_store()
+    assert check_consistent(store) >= committed - 1
+    # the next sync completes exactly: rewrite every document once more
+    rng = np.random.default_rng(1)
+    final = 10_002
+    for d in range(4):
+        chunks = [make_chunk(f"d{d}", i, f"version {final} part {i} of {d}") for i in range(3)]
+        store.replace_documents([DocumentWrite(record_for(f"d{d}", chunks), chunks, unit(rng, 3))])
+    store.optimize()
+    assert check_consistent(store) == final
+    assert store.count_chunks() == 4 * (final % 5 + 1)
+    assert sorted(r.doc_id for r in store.documents()) == ["d0", "d1", "d2", "d3"]
