@@ -1,0 +1,1 @@
+"""HTTP service: the JSON API, SSE chat, OpenAI-compatible endpoints and the web UI."""

@@ -1,0 +1,79 @@
+"""`ragline serve`: run the HTTP API and web UI with uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from ragline.settings import Settings
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to bind (default: $RAGLINE_SERVE_HOST).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default: $RAGLINE_SERVE_PORT or 8000).")
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Worker processes; each loads the model. Set RATE_LIMIT_BACKEND to a SQLite "
+            "file so the rate limit is shared.",
+        ),
+    ] = None,
+    index: Annotated[
+        Path | None,
+        typer.Option("--index", help="Index folder (default: $RAGLINE_INDEX_DIR or ./.ragline)."),
+    ] = None,
+) -> None:
+    """Serve the JSON API, SSE chat, OpenAI-compatible endpoints and the web chat UI."""
+    import uvicorn
+
+    update: dict[str, object] = {}
+    if host is not None:
+        update["serve_host"] = host
+    if port is not None:
+        update["serve_port"] = port
+    if workers is not None:
+        update["serve_workers"] = workers
+    if index is not None:
+        update["index_dir"] = index
+    try:
+        settings = Settings(**update)  # type: ignore[arg-type]
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "settings"
+        typer.echo(f"error: invalid setting {field}: {first['msg']}", err=True)
+        raise typer.Exit(2) from None
+    if settings.serve_workers > 1:
+        # Each worker process builds its own app from the environment: pass the
+        # command line's choices on through it.
+        import os
+
+        os.environ["RAGLINE_INDEX_DIR"] = str(settings.index_dir)
+        uvicorn.run(
+            "ragline.serve.cli:app_from_env",
+            factory=True,
+            host=settings.serve_host,
+            port=settings.serve_port,
+            workers=settings.serve_workers,
+            proxy_headers=True,
+        )
+        return
+    from ragline.serve.app import create_app
+
+    uvicorn.run(
+        create_app(settings), host=settings.serve_host, port=settings.serve_port, proxy_headers=True
+    )
+
+
+def app_from_env() -> object:
+    """The app of one worker process (``uvicorn --factory``), from the environment."""
+    from ragline.serve.app import create_app
+
+    return create_app(Settings())

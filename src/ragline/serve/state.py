@@ -1,0 +1,197 @@
+"""What one running app shares across requests: the engine, its locks, and the stores
+of the service (conversations, uploads, query log, keys, rate limiter, metrics).
+
+Thread safety of the shared engine (one :class:`~ragline.engine.Ragline` per process):
+
+* its parts are created lazily and without a lock, so :meth:`ServeState.warm` builds
+  them all once at startup, before any request can race to build a second store;
+* searches and answers then run side by side in worker threads: the LanceDB store
+  serialises its own calls (an ``RLock``), the ONNX session is safe to call from
+  several threads, the embedding cache and reranker lock themselves, and every
+  answer gets its own citation tracker;
+* ingests and deletes are serialised by :attr:`ServeState.write_lock` (one sync at a
+  time; a sync records the model fingerprint and optimises the table);
+* the local (llama.cpp) generator holds one model context that is not thread-safe,
+  so with ``RAGLINE_GENERATOR=local`` answers are serialised by
+  :attr:`ServeState.generate_lock`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ragline.answer.answerer import Answerer, SearchOptions
+from ragline.answer.context import build_context
+from ragline.answer.suggestions import corpus_topics
+from ragline.engine import Ragline
+from ragline.serve.auth import KeyStore
+from ragline.serve.conversations import ConversationStore
+from ragline.serve.documents import UploadRegistry
+from ragline.serve.metrics import ServeMetrics
+from ragline.serve.querylog import QueryLog, QueryLogRow, load_salt, make_query_log, new_row
+from ragline.serve.ratelimit import RateLimiter, make_rate_limiter
+from ragline.settings import Settings
+from ragline.store.base import check_model
+from ragline.types import Answer, SearchResult, Source, StreamEvent
+
+log = logging.getLogger("ragline.serve")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the tenant every read and write is scoped to, and the client IP."""
+
+    tenant: str
+    ip: str
+
+
+def new_query_id() -> str:
+    return uuid.uuid4().hex
+
+
+class AnswerRun:
+    """One answer in progress: its events, plus the numbered sources its citations
+    point at (rebuilt from the same retrieval the answerer used, on first need)."""
+
+    def __init__(self, state: ServeState, tenant: str) -> None:
+        self._state = state
+        self._result: SearchResult | None = None
+        self._sources: dict[int, Source] | None = None
+        rag = state.rag
+        base = rag.answerer
+        self.answerer = Answerer(
+            rag.settings,
+            self._search,
+            base.generator,
+            base.verifier.embed,
+            base.count_tokens,
+            suggest=lambda: corpus_topics(rag.store.documents(tenant)),
+        )
+
+    def _search(self, query: str, **options: Any) -> SearchResult:
+        self._result = self._state.rag.search(query, **options)
+        return self._result
+
+    def source(self, number: int) -> Source | None:
+        """The context block ``[number]`` as a Source (the answer's own list, once done)."""
+        if self._sources is None:
+            if self._result is None:
+                return None
+            context = build_context(
+                self._result.hits,
+                self.answerer.count_tokens,
+                self._state.rag.settings.max_context_tokens,
+            )
+            self._sources = {b.number: b.source() for b in context.blocks}
+        return self._sources.get(number)
+
+    def stream(
+        self,
+        question: str,
+        history: list[dict[str, str]],
+        selected_text: str | None,
+        options: SearchOptions,
+    ) -> Iterator[StreamEvent]:
+        """The answerer's events (in a worker thread: every step may block)."""
+        lock = self._state.generate_lock
+        if lock is None:
+            yield from self.answerer.stream(
+                question, history=history, selected_text=selected_text, **options
+            )
+            return
+        with lock:
+            yield from self.answerer.stream(
+                question, history=history, selected_text=selected_text, **options
+            )
+
+    def answer(
+        self,
+        question: str,
+        history: list[dict[str, str]],
+        selected_text: str | None,
+        options: SearchOptions,
+    ) -> Answer:
+        final: Answer | None = None
+        for event in self.stream(question, history, selected_text, options):
+            if event.type == "done":
+                final = event.answer
+        if final is None:  # the answerer always ends with done
+            raise RuntimeError("the answer stream ended without a result")
+        return final
+
+
+class ServeState:
+    """Everything an app's handlers share; one per app."""
+
+    def __init__(self, settings: Settings, rag: Ragline) -> None:
+        self.settings = settings
+        self.rag = rag
+        index_dir = rag.settings.index_dir
+        self.metrics = ServeMetrics()
+        self.limiter: RateLimiter = make_rate_limiter(settings)
+        self.query_log: QueryLog = make_query_log(settings)
+        self.salt = load_salt(settings) if settings.query_log_enabled else ""
+        self.keys = KeyStore(settings) if settings.api_keys_enabled else None
+        self.conversations = ConversationStore(index_dir / "conversations.sqlite3")
+        self.uploads = UploadRegistry(index_dir / "uploads")
+        self.write_lock = threading.Lock()
+        self.generate_lock = threading.Lock() if rag.settings.generator == "local" else None
+        self.ready = False
+        self.ready_error = ""
+
+    def warm(self) -> None:
+        """Build the engine's parts once (model, store, answerer) and check the model:
+        the readiness probe passes only after this."""
+        rag = self.rag
+        try:
+            rag.embedder.embed_query("warm up")
+            check_model(rag.store, rag.embedder.fingerprint)
+            rag.store.count_chunks(None)
+            _ = rag.answerer
+            # The retriever (and its reranker) is built on the first search: do it
+            # here, so concurrent first requests cannot each build (and load) one.
+            rag.search("warm up", top_k=1)
+        except Exception as exc:
+            self.ready_error = f"{type(exc).__name__}: {exc}"
+            log.error("ragline serve is not ready: %s", self.ready_error)
+            raise
+        self.ready = True
+
+    def log_row(self, row: QueryLogRow) -> None:
+        """Write a query log row; a failure is counted and warned about, never raised."""
+        try:
+            ok = self.query_log.write(row)
+        except Exception as exc:  # the contract says write never raises; be sure
+            log.warning("query log write failed: %s", exc)
+            ok = False
+        if not ok:
+            self.metrics.query_log_failures.inc()
+
+    def start_row(self, caller: Caller, endpoint: str, question: str, query_id: str) -> QueryLogRow:
+        return new_row(
+            tenant=caller.tenant,
+            endpoint=endpoint,
+            ip=caller.ip,
+            question=question,
+            salt=self.salt,
+            privacy=self.settings.query_log_privacy,
+            query_id=query_id,
+        )
+
+    def close(self) -> None:
+        for closer in (self.query_log.close, self.conversations.close, self.uploads.close):
+            try:
+                closer()
+            except Exception as exc:
+                log.warning("closing %s failed: %s", closer, exc)
+        close_limiter = getattr(self.limiter, "close", None)
+        if callable(close_limiter):
+            close_limiter()
+        close_keys = getattr(self.keys, "close", None)
+        if callable(close_keys):
+            close_keys()
