@@ -5,22 +5,22 @@ the query embedding, < 40 ms with it. This script builds synthetic indexes from
 real text, runs SciFact claims through ``Retriever.search`` in every mode, and
 profiles where a hybrid search spends its time.
 
-The corpus (embedding 100k passages on 2 cores would take an hour):
+The corpus (embedding 100k passages on 2 cores would take an hour) is made by
+:mod:`ragline.eval.synthetic` (the generator ``ragline bench`` uses too):
 
-* texts: sliding windows of ``--window`` words (stride ``--stride``) over the
+* pool: sliding windows of ``--window`` words (stride ``--stride``) over the
   SciFact abstracts and the prose paragraphs of d2l-en (code fences dropped),
-  every distinct window once, in random order; rows beyond the distinct windows
-  are windows again with their sentences shuffled (a window of one sentence is
-  cut in three word runs that are shuffled);
-* vectors: ``--embed`` randomly chosen distinct windows carry their real
-  all-MiniLM-L6-v2 (int8 ONNX) embedding; every other row carries the real
-  vector of a random one of those plus Gaussian noise (σ = ``--sigma`` per
-  component), re-normalised. Only the embedded rows pair text and vector, so
-  the vector and keyword candidate lists overlap less than on a real corpus,
-  which makes fusion fetch more cosines: a pessimistic case;
+  every distinct window once, in random order; the first ``--embed`` carry their
+  real all-MiniLM-L6-v2 (int8 ONNX) embedding;
+* rows: row i < pool size is pool window i; every further row splices the first
+  half of a random window's words with the second half of another's; every row
+  without its own embedding carries the real vector of a random embedded window
+  plus Gaussian noise (σ = ``--sigma`` per component), re-normalised. Only the
+  embedded rows pair text and vector, so the vector and keyword candidate lists
+  overlap less than on a real corpus: a pessimistic case for fusion;
 * rows are grouped into documents of 20 chunks and written with
-  ``LanceStore.replace_documents`` in batches, then ``optimize()``; the 10k
-  index is the first 10k rows of the same (shuffled) row list.
+  ``replace_documents`` in batches, then ``optimize()``; the 10k index is the
+  first 10k rows of the same row sequence.
 
 Latency, per mode (hybrid = RRF, vector, bm25), top_k 10, default settings:
 end to end (``Retriever.search`` with the real embedder, no query cache:
@@ -39,8 +39,6 @@ import cProfile
 import io
 import json
 import pstats
-import random
-import re
 import signal
 import statistics
 import sys
@@ -58,261 +56,32 @@ from lancedb.background_loop import LOOP
 from lancedb.query import FullTextOperator, MultiMatchQuery
 
 from machine import Phase, command_line, load_average, machine_lines, wait_for_quiet
-from ragline.embed.base import Embedder, ModelFingerprint, Vectors
+from ragline.embed.base import Vectors
 from ragline.embed.onnx import OnnxEmbedder
-from ragline.ingest.records import content_hash, doc_id_for
+from ragline.eval.synthetic import (
+    DOC_CHUNKS,
+    PrecomputedEmbedder,
+    Synthetic,
+    beir_windows,
+    build_index,
+    distinct_shuffled,
+    embed_texts,
+    markdown_windows,
+    row_id,
+)
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite
 from ragline.store.factory import make_store
 from ragline.store.lance import CHUNK_COLUMNS, LanceStore, arrow_to_chunks, sanitize_fts_query
-from ragline.types import Chunk, DocumentRecord
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data")
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "search.md"
 MODES = ("hybrid", "vector", "bm25")
-DOC_CHUNKS = 20
 TENANT = "default"
-CREATED = "2024-01-01T00:00:00+00:00"
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_FENCE = re.compile(r"^(```|~~~).*?^(```|~~~)\s*$", re.MULTILINE | re.DOTALL)
-_HEADING = re.compile(r"^#+\s+(.*)$", re.MULTILINE)
-
-
-# --------------------------------------------------------------------- corpus
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    title: str
-    chapter: str
-    text: str
-
-
-def word_windows(words: Sequence[str], size: int, stride: int) -> list[str]:
-    """Overlapping runs of ``size`` words every ``stride`` words (the tail included)."""
-    if len(words) <= size:
-        return [" ".join(words)] if words else []
-    starts = list(range(0, len(words) - size + 1, stride))
-    if starts[-1] + size < len(words):
-        starts.append(len(words) - size)
-    return [" ".join(words[s : s + size]) for s in starts]
-
-
-def scifact_windows(corpus: Path, size: int, stride: int) -> list[Window]:
-    out: list[Window] = []
-    with corpus.open(encoding="utf-8") as f:
-        for line in f:
-            doc = json.loads(line)
-            for w in word_windows(doc["text"].split(), size, stride):
-                out.append(Window(doc["title"], "scifact", w))
-    return out
-
-
-def d2l_windows(root: Path, size: int, stride: int) -> list[Window]:
-    """Prose of every d2l-en file: code fences, headings and one-line labels dropped."""
-    out: list[Window] = []
-    for path in sorted(root.rglob("*.md")):
-        raw = path.read_text(encoding="utf-8")
-        head = _HEADING.search(raw)
-        title = head.group(1).strip() if head else path.stem
-        prose = _FENCE.sub("\n\n", raw)
-        paras = [p for p in re.split(r"\n\s*\n", prose) if not p.lstrip().startswith(("#", ":"))]
-        words = " ".join(paras).split()
-        chapter = path.parent.name if path.parent != root else "d2l"
-        out += [Window(title, chapter, w) for w in word_windows(words, size, stride)]
-    return out
-
-
-def sentence_shuffle(text: str, rng: random.Random) -> str:
-    """The window's sentences in another order (three word runs if it has one)."""
-    parts = _SENTENCE_END.split(text)
-    if len(parts) < 2:
-        words = text.split()
-        third = max(1, len(words) // 3)
-        parts = [" ".join(words[i : i + third]) for i in range(0, len(words), third)]
-    order = parts[:]
-    for _ in range(4):
-        rng.shuffle(order)
-        if order != parts:
-            break
-    return " ".join(order)
-
-
-@dataclass(slots=True)
-class Synthetic:
-    windows: list[Window]  # one per row
-    vectors: Vectors  # (rows, dim), unit length
-    distinct: int  # distinct windows available
-    embedded: int  # rows carrying a real embedding
-    shuffled: int  # rows with sentence-shuffled text
-    embed_seconds: float
-    noisy_cosine: float  # mean cosine of a noisy row to its source vector
-
-
-def synthesize(
-    pool: list[Window],
-    rows: int,
-    n_embed: int,
-    sigma: float,
-    embedder: Embedder,
-    seed: int,
-) -> Synthetic:
-    """Rows of text + vector as the module docstring describes."""
-    rng = random.Random(seed)
-    nrng = np.random.default_rng(seed)
-    pool = list(dict.fromkeys(pool))  # distinct windows only
-    rng.shuffle(pool)
-    n_embed = min(n_embed, len(pool), rows)
-    texts = [make_chunk(w, 0).embed_text for w in pool[:n_embed]]  # as ingestion embeds
-    t0 = time.perf_counter()
-    real = embedder.embed_documents(texts)
-    embed_seconds = time.perf_counter() - t0
-
-    windows: list[Window] = pool[:rows]
-    shuffled = 0
-    while len(windows) < rows:
-        src = pool[len(windows) % len(pool)]
-        windows.append(Window(src.title, src.chapter, sentence_shuffle(src.text, rng)))
-        shuffled += 1
-    dim = real.shape[1]
-    vectors = np.empty((rows, dim), dtype=np.float32)
-    vectors[:n_embed] = real
-    extra = rows - n_embed
-    if extra:
-        base = nrng.integers(0, n_embed, size=extra)
-        noisy = real[base] + nrng.normal(0.0, sigma, size=(extra, dim)).astype(np.float32)
-        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-        vectors[n_embed:] = noisy
-        cos = float(np.mean(np.sum(noisy * real[base], axis=1)))
-    else:
-        cos = 1.0
-    order = np.arange(rows)
-    nrng.shuffle(order)  # mix real and synthetic rows, so any prefix is a fair sample
-    return Synthetic(
-        windows=[windows[i] for i in order],
-        vectors=vectors[order],
-        distinct=len(pool),
-        embedded=n_embed,
-        shuffled=shuffled,
-        embed_seconds=embed_seconds,
-        noisy_cosine=cos,
-    )
-
-
-def doc_source(doc: int) -> str:
-    return f"/synthetic/doc-{doc:06d}.md"
-
-
-def row_id(row: int) -> str:
-    """Chunk id of a row: its document's id and its place in the document."""
-    doc, index = divmod(row, DOC_CHUNKS)
-    return f"{doc_id_for(TENANT, doc_source(doc))}-{index:03d}"
-
-
-def make_chunk(w: Window, row: int) -> Chunk:
-    """Row ``row`` as a chunk of document ``row // DOC_CHUNKS``."""
-    doc, index = divmod(row, DOC_CHUNKS)
-    source = doc_source(doc)
-    doc_id = doc_id_for(TENANT, source)
-    c = Chunk(
-        id="",
-        doc_id=doc_id,
-        tenant=TENANT,
-        source=source,
-        title=w.title,
-        chapter=w.chapter,
-        section=w.title,
-        heading_path=(w.title,),
-        url=f"file://{source}",
-        anchor="",
-        chunk_index=index,
-        start_char=0,
-        end_char=len(w.text),
-        token_count=len(w.text.split()) * 4 // 3,
-        word_count=len(w.text.split()),
-        has_code=False,
-        has_equations="$" in w.text,
-        content_hash="",
-        created_at=CREATED,
-        text=w.text,
-    )
-    c.content_hash = content_hash(c.embed_text)
-    c.id = row_id(row)
-    return c
-
-
-@dataclass(slots=True)
-class BuildStats:
-    rows: int
-    write_seconds: float
-    optimize_seconds: float
-    index_info: dict[str, Any]
-
-
-def build_index(
-    store: LanceStore, data: Synthetic, rows: int, batch_chunks: int, fingerprint: ModelFingerprint
-) -> BuildStats:
-    """Write ``rows`` rows through ``replace_documents`` in batches, then optimize."""
-    store.set_fingerprint(fingerprint)
-    t0 = time.perf_counter()
-    batch: list[DocumentWrite] = []
-    pending = 0
-    for doc, start in enumerate(range(0, rows, DOC_CHUNKS)):
-        stop = min(rows, start + DOC_CHUNKS)
-        chunks = [make_chunk(data.windows[i], i) for i in range(start, stop)]
-        record = DocumentRecord(
-            doc_id=chunks[0].doc_id,
-            tenant=TENANT,
-            source=chunks[0].source,
-            file_hash=content_hash(str(doc)),
-            chunk_count=len(chunks),
-            token_count=sum(c.token_count for c in chunks),
-            chapter=chunks[0].chapter,
-            title=chunks[0].title,
-            format="markdown",
-            ingested_at=CREATED,
-        )
-        batch.append(DocumentWrite(record, chunks, data.vectors[start:stop]))
-        pending += len(chunks)
-        if pending >= batch_chunks:
-            store.replace_documents(batch)
-            batch, pending = [], 0
-    store.replace_documents(batch)
-    t1 = time.perf_counter()
-    store.optimize()
-    t2 = time.perf_counter()
-    return BuildStats(rows, t1 - t0, t2 - t1, store.index_info())
 
 
 # -------------------------------------------------------------------- latency
-
-
-class PrecomputedEmbedder:
-    """Returns query vectors computed beforehand, so a search times store + fusion only."""
-
-    def __init__(self, inner: Embedder, queries: Sequence[str]) -> None:
-        self._inner = inner
-        self._vectors = {q: inner.embed_query(q) for q in queries}
-
-    @property
-    def fingerprint(self) -> ModelFingerprint:
-        return self._inner.fingerprint
-
-    @property
-    def dimension(self) -> int:
-        return self._inner.dimension
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return np.stack([self._vectors[t] for t in texts])
-
-    def embed_query(self, text: str) -> Vectors:
-        return self._vectors[text]
-
-    def count_tokens(self, text: str) -> int:
-        return self._inner.count_tokens(text)
 
 
 def pct(xs: Sequence[float], q: float) -> float:
@@ -356,7 +125,7 @@ def exact_recall(store: LanceStore, qvecs: Vectors, vectors: Vectors) -> float:
     hits = 0
     for i, q in enumerate(qvecs):
         got = {h.chunk.id for h in store.vector_search(q, 10, {"tenant": TENANT})}
-        hits += len(got & {row_id(int(j)) for j in exact[i]})
+        hits += len(got & {row_id(int(j), TENANT) for j in exact[i]})
     return hits / (10 * len(qvecs))
 
 
@@ -533,16 +302,20 @@ def main() -> None:
     scales = sorted(int(s) for s in args.scales.split(","))
     settings = Settings(embed_threads=args.threads)
 
-    pool = scifact_windows(args.data / "scifact" / "corpus.jsonl", args.window, args.stride)
+    pool = beir_windows(args.data / "scifact" / "corpus.jsonl", args.window, args.stride)
     n_sci = len(pool)
-    pool += d2l_windows(args.data / "d2l-en", args.window, args.stride)
+    pool += markdown_windows(args.data / "d2l-en", args.window, args.stride)
+    pool = distinct_shuffled(pool, args.seed)
     all_queries = load_queries(args.data / "scifact" / "queries.jsonl", args.warmup + args.queries)
     warm, queries = all_queries[: args.warmup], all_queries[args.warmup :]
 
     embedder = OnnxEmbedder(threads=args.threads)
     embedder.embed_documents([w.text for w in pool[:64]])  # warm-up
     loads = [wait_for_quiet(args.max_load, args.max_wait)]
-    data = synthesize(pool, scales[-1], args.embed, args.sigma, embedder, args.seed)
+    t0 = time.perf_counter()
+    real = embedder.embed_documents(embed_texts(pool[: args.embed], TENANT))
+    embed_seconds = time.perf_counter() - t0
+    data = Synthetic(pool, real, args.sigma, args.seed)
     precomputed = PrecomputedEmbedder(embedder, all_queries)
     qvecs = np.stack([precomputed.embed_query(q) for q in queries])
 
@@ -554,7 +327,7 @@ def main() -> None:
             store = make_store(s, embedder.dimension)
             assert isinstance(store, LanceStore)
             refine = store.ann_refine_factor
-            build = build_index(store, data, rows, args.batch, embedder.fingerprint)
+            build = build_index(store, data, rows, args.batch, embedder.fingerprint, TENANT)
             print(
                 f"{rows}: built in {build.write_seconds:.1f} + {build.optimize_seconds:.1f} s",
                 file=sys.stderr,
@@ -575,13 +348,13 @@ def main() -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-            recall = exact_recall(store, qvecs, data.vectors[:rows])
-            info = build.index_info
+            recall = exact_recall(store, qvecs, data.vectors(0, rows))
+            info = store.index_info()
             sections += [
                 f"### {rows:,} chunks",
                 "",
                 f"Index: written in {build.write_seconds:.1f} s "
-                f"({rows // args.batch + 1} `replace_documents` calls), `optimize()` "
+                f"({build.writes} `replace_documents` calls), `optimize()` "
                 f"{build.optimize_seconds:.1f} s; vector index `{info['vector_index']}` "
                 f"({info['vector_search']} search); vector recall@10 vs brute force "
                 f"{recall:.3f}.",
@@ -640,10 +413,11 @@ def main() -> None:
         f"- command: `{command_line()}`",
         f"- texts: {len(pool):,} windows of {args.window} words every {args.stride} words "
         f"({n_sci:,} from SciFact abstracts in {args.data / 'scifact' / 'corpus.jsonl'}, "
-        f"{len(pool) - n_sci:,} from d2l-en prose), {data.distinct:,} distinct; rows beyond "
-        f"them ({data.shuffled:,} at {scales[-1]:,}) are windows with sentences shuffled",
+        f"{len(pool) - n_sci:,} from d2l-en prose, distinct, seeded random order); rows "
+        f"beyond them ({data.spliced(scales[-1]):,} at {scales[-1]:,}) splice the first half "
+        "of one window with the second half of another (`ragline.eval.synthetic`)",
         f"- vectors: {data.embedded:,} rows carry the real embedding of their text "
-        f"(all-MiniLM-L6-v2 int8 ONNX, {data.embed_seconds:.0f} s to embed); the others the "
+        f"(all-MiniLM-L6-v2 int8 ONNX, {embed_seconds:.0f} s to embed); the others the "
         f"vector of a random one of those + N(0, {args.sigma}²) per component, "
         f"re-normalised (mean cosine to the source {data.noisy_cosine:.3f}); text and vector "
         "match only on the embedded rows (pessimistic for fusion, see the docstring)",

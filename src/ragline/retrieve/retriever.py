@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 import numpy as np
 
@@ -19,15 +19,17 @@ from ragline.retrieve.expand import expand_neighbours
 from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
-from ragline.store.base import Store
-from ragline.types import Filters, Hit, SearchResult
+from ragline.store.base import CandidateStore, Store
+from ragline.types import Chunk, Filters, Hit, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 #: Stages reported in ``SearchResult.timings_ms``; every key is always present (0.0
 #: for a stage that did not run). Scoring keyword-only hits against the query vector
-#: counts as ``fusion`` in hybrid mode and as ``threshold`` in bm25 mode.
+#: counts as ``fusion`` in hybrid mode and as ``threshold`` in bm25 mode. On a
+#: :class:`~ragline.store.base.CandidateStore`, loading the returned hits' chunks
+#: counts as ``fusion`` in hybrid mode and as the retriever's own stage otherwise.
 TIMING_KEYS = ("embed", "vector", "keyword", "fusion", "rerank", "threshold", "expand", "total")
 
 MAX_TOP_K = 1000
@@ -70,6 +72,67 @@ def fill_vector_scores(hits: list[Hit], query_vector: Vectors, store: Store) -> 
             h = replace(h, vector_score=float(np.asarray(vec, dtype=np.float32).reshape(-1) @ q))
         out.append(h)
     return out
+
+
+def placeholder_chunk(chunk_id: str) -> Chunk:
+    """A chunk known only by its id. Fusion, cosine filling and the threshold need
+    nothing else, so candidates from a :class:`CandidateStore` carry one until
+    :func:`load_chunks` swaps in the stored chunk for the hits that are returned."""
+    return Chunk(
+        id=chunk_id,
+        doc_id="",
+        tenant="",
+        source="",
+        title="",
+        chapter="",
+        section="",
+        heading_path=(),
+        url="",
+        anchor="",
+        chunk_index=0,
+        start_char=0,
+        end_char=0,
+        token_count=0,
+        word_count=0,
+        has_code=False,
+        has_equations=False,
+        content_hash="",
+        created_at="",
+        text="",
+    )
+
+
+def candidate_hits(pairs: list[tuple[str, float]], kind: Literal["vector", "keyword"]) -> list[Hit]:
+    """(id, score) pairs from a :class:`CandidateStore` as ranked hits with placeholder
+    chunks; the score is the cosine or the BM25 score, as ``*_search`` would give it."""
+    if kind == "vector":
+        return [Hit(chunk=placeholder_chunk(i), score=s, vector_score=s) for i, s in pairs]
+    return [Hit(chunk=placeholder_chunk(i), score=s, keyword_score=s) for i, s in pairs]
+
+
+_CANDIDATE_METHODS = ("vector_candidates", "keyword_candidates", "chunks_for")
+
+
+def as_candidate_store(store: Store) -> CandidateStore | None:
+    """``store`` if its class implements the :class:`CandidateStore` calls itself.
+
+    The check is on the class, not the instance: a wrapper that overrides
+    ``vector_search`` (to log, or to restrict access) and forwards other attributes
+    with ``__getattr__`` must not be bypassed through forwarded candidate calls.
+    """
+    cls = type(store)
+    if all(callable(getattr(cls, m, None)) for m in _CANDIDATE_METHODS):
+        return cast(CandidateStore, store)
+    return None
+
+
+def load_chunks(hits: list[Hit], store: CandidateStore) -> list[Hit]:
+    """The hits with their stored chunks, in one ``chunks_for`` call. A hit whose chunk
+    was deleted since the search is dropped (it can no longer be shown or cited)."""
+    if not hits:
+        return hits
+    chunks = store.chunks_for([h.chunk.id for h in hits])
+    return [replace(h, chunk=chunks[h.chunk.id]) for h in hits if h.chunk.id in chunks]
 
 
 def apply_threshold(hits: list[Hit], threshold: float) -> list[Hit]:
@@ -139,14 +202,25 @@ class Retriever:
             qvec = self.embedder.embed_query(query)
             clock.lap("embed")
 
+        # A CandidateStore ranks by id; chunks are loaded for the returned hits only.
+        store = self.store
+        ranked = as_candidate_store(store)
         vector_hits: list[Hit] = []
         keyword_hits: list[Hit] = []
         if mode != "bm25":
             assert qvec is not None
-            vector_hits = self.store.vector_search(qvec, depth, scope)
+            if ranked is not None:
+                pairs = ranked.vector_candidates(qvec, depth, scope)
+                vector_hits = candidate_hits(pairs, "vector")
+            else:
+                vector_hits = store.vector_search(qvec, depth, scope)
             clock.lap("vector")
         if mode != "vector":
-            keyword_hits = self.store.keyword_search(query, depth, scope, s.boosts)
+            if ranked is not None:
+                pairs = ranked.keyword_candidates(query, depth, scope, s.boosts)
+                keyword_hits = candidate_hits(pairs, "keyword")
+            else:
+                keyword_hits = store.keyword_search(query, depth, scope, s.boosts)
             clock.lap("keyword")
 
         if mode == "hybrid":
@@ -168,6 +242,10 @@ class Retriever:
 
         hits = apply_threshold(hits, threshold)
         clock.lap("threshold")
+
+        if ranked is not None:
+            hits = load_chunks(hits[: rerank_depth if rerank else top_k], ranked)
+            clock.lap({"hybrid": "fusion", "vector": "vector", "bm25": "keyword"}[mode])
 
         if rerank:
             hits = self.reranker.rerank(query, hits[:rerank_depth], top_k) if hits else []

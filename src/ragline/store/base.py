@@ -147,3 +147,35 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class CandidateStore(Store, Protocol):
+    """Optional capability: rank candidates by id, load chunks afterwards.
+
+    Retrieval asks for ``candidates`` (100) hits per retriever but returns ``top_k``
+    (10); a store that implements these three calls lets it fuse and threshold on
+    (id, score) pairs and load whole chunks only for the hits it returns, which
+    roughly halves a hybrid search on LanceDB. Stores without them keep working
+    through ``vector_search`` / ``keyword_search``.
+    """
+
+    def vector_candidates(
+        self, query: Vectors, k: int, filters: Filters | None = None
+    ) -> list[tuple[str, float]]:
+        """``vector_search``'s ranking as (chunk id, cosine) pairs."""
+        ...
+
+    def keyword_candidates(
+        self,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> list[tuple[str, float]]:
+        """``keyword_search``'s ranking as (chunk id, BM25 score) pairs."""
+        ...
+
+    def chunks_for(self, ids: Sequence[str]) -> dict[str, Chunk]:
+        """id → stored chunk for the given ids (ids no longer stored are absent)."""
+        ...
