@@ -1,0 +1,94 @@
+"""Ask every claim (and every out-of-scope question) through the real answer pipeline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ragline.engine import Ragline
+from ragline.eval.answers import (
+    AnsweredClaim,
+    Claim,
+    ClaimsData,
+    GeneratorAnswers,
+    resolve_citations,
+    score_citations,
+    sentence_spans,
+)
+from ragline.eval.index import EvalIndex
+from ragline.eval.runs import percentiles
+
+#: progress(done, total, label)
+AnswerProgress = Callable[[int, int, str], None]
+
+
+def generators_to_run(configured: str) -> list[str]:
+    """The extractive generator always (it needs no model), plus the configured one."""
+    return ["extractive"] if configured == "extractive" else ["extractive", configured]
+
+
+def run_answers(
+    claims: Sequence[Claim],
+    data: ClaimsData,
+    bodies: Mapping[str, str],
+    questions: Sequence[str],
+    index: EvalIndex,
+    *,
+    progress: AnswerProgress | None = None,
+) -> list[GeneratorAnswers]:
+    """Scores per generator. ``bodies`` holds the indexed text of each document (the
+    text the chunks' offsets refer to), to locate the abstract sentences in it."""
+    spans = {
+        doc: sentence_spans(bodies[doc], sents)
+        for doc, sents in data.sentences.items()
+        if doc in bodies
+    }
+    base = index.rag
+    results: list[GeneratorAnswers] = []
+    for name in generators_to_run(base.settings.generator):
+        rag = (
+            base
+            if name == base.settings.generator
+            else Ragline(
+                base.settings.model_copy(update={"generator": name}),
+                embedder=base.embedder,
+                store=base.store,
+            )
+        )
+        total = len(claims) + len(questions)
+        answered: list[AnsweredClaim] = []
+        latencies: list[float] = []
+        done = 0
+        for claim in claims:
+            t0 = time.perf_counter()
+            answer = rag.ask(claim.text)
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+            cited = () if answer.fallback else resolve_citations(answer, index.doc_of, spans)
+            answered.append(AnsweredClaim(claim, answer.fallback, cited))
+            done += 1
+            if progress:
+                progress(done, total, name)
+        fallbacks = 0
+        for q in questions:
+            fallbacks += rag.ask(q).fallback
+            done += 1
+            if progress:
+                progress(done, total, name)
+        scored = [a for a in answered if a.claim.evidence]
+        results.append(
+            GeneratorAnswers(
+                generator=name,
+                scores=score_citations(answered),
+                fallback_out_of_scope=fallbacks / len(questions) if questions else 0.0,
+                out_of_scope=len(questions),
+                fallback_in_scope=(
+                    sum(a.fallback for a in scored) / len(scored) if scored else 0.0
+                ),
+                latency_ms=percentiles(latencies),
+            )
+        )
+        if rag is not base:
+            close = getattr(rag.answerer.generator, "close", None)
+            if callable(close):
+                close()
+    return results

@@ -1,0 +1,138 @@
+"""Render evaluation results: a rich table for the terminal, Markdown for a report file."""
+
+from __future__ import annotations
+
+import platform
+from datetime import UTC, datetime
+
+from rich.table import Table
+
+from ragline.eval.answers import AnswersReport
+from ragline.eval.runs import METRIC_NAMES, RetrievalReport
+
+LATENCY_KEYS = ("p50", "p95", "p99")
+
+
+def retrieval_table(report: RetrievalReport) -> Table:
+    t = Table(
+        title=f"{report.dataset} ({report.split}): {report.queries} queries, "
+        f"{report.documents} documents, {report.chunks} chunks, {report.model}"
+    )
+    t.add_column("mode")
+    for name in METRIC_NAMES:
+        t.add_column(name, justify="right")
+    for key in LATENCY_KEYS:
+        t.add_column(f"{key} ms", justify="right")
+    best = {
+        name: max((r.metrics[name] for r in report.results), default=0.0) for name in METRIC_NAMES
+    }
+    for r in report.results:
+        label = f"{r.mode} (default)" if r.mode == report.default_mode else r.mode
+        cells = []
+        for name in METRIC_NAMES:
+            v = r.metrics[name]
+            cells.append(f"[bold]{v:.4f}[/]" if v == best[name] else f"{v:.4f}")
+        cells += [f"{r.latency_ms[k]:.1f}" for k in LATENCY_KEYS]
+        t.add_row(label, *cells)
+    return t
+
+
+def answers_table(report: AnswersReport) -> Table:
+    t = Table(title=f"answers: {report.claims} claims from {report.claims_dir} ({report.split})")
+    cols = (
+        "generator",
+        "claims scored",
+        "citations",
+        "doc P",
+        "doc R",
+        "sentence P",
+        "sentence R",
+        "fallback out-of-scope",
+        "fallback in-scope",
+        "p50 ms",
+    )
+    for c in cols:
+        t.add_column(c, justify="left" if c == "generator" else "right")
+    for r in report.results:
+        s = r.scores
+        t.add_row(
+            r.generator,
+            str(s.claims),
+            str(s.citations),
+            f"{s.doc_precision:.3f}",
+            f"{s.doc_recall:.3f}",
+            f"{s.sentence_precision:.3f}",
+            f"{s.sentence_recall:.3f}",
+            f"{r.fallback_out_of_scope:.3f} of {r.out_of_scope}",
+            f"{r.fallback_in_scope:.3f}",
+            f"{r.latency_ms['p50']:.0f}",
+        )
+    return t
+
+
+def _machine() -> str:
+    import os
+
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def retrieval_markdown(report: RetrievalReport, command: str) -> str:
+    lines = [
+        f"# Retrieval evaluation: {report.dataset} ({report.split})",
+        "",
+        f"Produced by `{command}` on {datetime.now(UTC).strftime('%Y-%m-%d')} "
+        f"({_machine()}; {report.seconds:.0f} s in all).",
+        "",
+        f"Data: {report.queries} judged queries, {report.documents} documents indexed as "
+        f"{report.chunks} chunks with {report.model}. Document scores: each document "
+        f"takes the place of its best chunk; metrics from ir-measures at top-{report.top_k}. "
+        "Latency: wall time of one search call per query, query embedding included.",
+        "",
+        "| mode | " + " | ".join(METRIC_NAMES) + " | p50 ms | p95 ms | p99 ms |",
+        "|---|" + "---:|" * (len(METRIC_NAMES) + 3),
+    ]
+    for r in report.results:
+        label = f"**{r.mode}** (default)" if r.mode == report.default_mode else r.mode
+        cells = [f"{r.metrics[n]:.4f}" for n in METRIC_NAMES]
+        cells += [f"{r.latency_ms[k]:.1f}" for k in LATENCY_KEYS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    settings = ", ".join(f"`{k}={v}`" for k, v in report.settings.items())
+    reused = "reused" if report.index.get("reused") else "built"
+    lines += [
+        "",
+        f"Settings: {settings}.",
+        "",
+        f"Index: {reused} in {report.index.get('seconds', 0):.0f} s "
+        f"(key `{str(report.index.get('key', ''))[:16]}`).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def answers_markdown(report: AnswersReport, command: str) -> str:
+    lines = [
+        f"# Answer evaluation: {report.claims_dir} ({report.split})",
+        "",
+        f"Produced by `{command}` on {datetime.now(UTC).strftime('%Y-%m-%d')} "
+        f"({_machine()}; {report.seconds:.0f} s in all).",
+        "",
+        "Citation precision / recall, micro-averaged over the claims with gold evidence; "
+        "document level (the cited abstract holds evidence) and sentence level (the "
+        "citation's supporting span covers an evidence sentence). Fallback rates: share "
+        "of out-of-scope questions that got the fallback answer (should be 1), and of "
+        "claims with evidence that did (should be 0).",
+        "",
+        "| generator | claims scored | citations | doc P | doc R | sentence P | sentence R "
+        "| fallback out-of-scope | fallback in-scope | p50 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report.results:
+        s = r.scores
+        lines.append(
+            f"| {r.generator} | {s.claims} | {s.citations} | {s.doc_precision:.3f} "
+            f"| {s.doc_recall:.3f} | {s.sentence_precision:.3f} | {s.sentence_recall:.3f} "
+            f"| {r.fallback_out_of_scope:.3f} ({r.out_of_scope}) | {r.fallback_in_scope:.3f} "
+            f"| {r.latency_ms['p50']:.0f} |"
+        )
+    settings = ", ".join(f"`{k}={v}`" for k, v in report.settings.items())
+    lines += ["", f"Settings: {settings}."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,81 @@
+"""BEIR loader: what it reads, and errors that name the file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragline.eval.beir import DatasetError, load_beir, load_qrels
+
+
+def test_loads_the_judged_queries(beir_dir: Path) -> None:
+    ds = load_beir(beir_dir, "test")
+    assert sorted(ds.corpus) == ["d1", "d2", "d3", "d4", "d5"]
+    assert ds.corpus["d3"].title == "Insect behaviour"
+    assert sorted(ds.queries) == ["q1", "q2", "q3"]  # q9 has no judgements
+    assert ds.qrels["q3"] == {"d4": 1, "d5": 1}
+    assert len(ds.corpus_hash) == 64
+
+
+def test_corpus_hash_follows_the_content(beir_dir: Path) -> None:
+    before = load_beir(beir_dir, "test").corpus_hash
+    path = beir_dir / "corpus.jsonl"
+    path.write_text(path.read_text().replace("waggle dance", "waggle dances"))
+    assert load_beir(beir_dir, "test").corpus_hash != before
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        (
+            "corpus.jsonl",
+            '{"_id": "a", "text": "x"}\n[1, 2]\n',
+            "corpus.jsonl:2: expected a JSON object",
+        ),
+        ("corpus.jsonl", '{"title": "t", "text": "x"}\n', "corpus.jsonl:1: missing field '_id'"),
+        (
+            "corpus.jsonl",
+            '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n',
+            "duplicate document id 'a'",
+        ),
+        ("corpus.jsonl", '{"_id": "a", "title": "", "text": " "}\n', "has neither title nor text"),
+        ("queries.jsonl", '{"_id": "q1"}\n', "queries.jsonl:1: missing field 'text'"),
+        ("queries.jsonl", '{"_id": "q1", "text": 3.5}\n', "field 'text' must be a string"),
+    ],
+)
+def test_malformed_jsonl(beir_dir: Path, file: str, content: str, message: str) -> None:
+    (beir_dir / file).write_text(content)
+    with pytest.raises(DatasetError, match=message.replace("[", r"\[")):
+        load_beir(beir_dir, "test")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("query-id\tcorpus-id\tscore\nq1\td2\n", "test.tsv:2: expected 3 tab-separated columns"),
+        ("q1\td2\thigh\n", "test.tsv:1: score must be an integer, got 'high'"),
+        ("\n", "no judgements"),
+    ],
+)
+def test_malformed_qrels(beir_dir: Path, content: str, message: str) -> None:
+    path = beir_dir / "qrels" / "test.tsv"
+    path.write_text(content)
+    with pytest.raises(DatasetError, match=message):
+        load_qrels(path)
+
+
+def test_judged_document_missing_from_corpus(beir_dir: Path) -> None:
+    (beir_dir / "qrels" / "test.tsv").write_text("q1\td404\t1\n")
+    with pytest.raises(DatasetError, match="judges document 'd404', which is not in corpus"):
+        load_beir(beir_dir, "test")
+
+
+def test_missing_split_lists_the_ones_there(beir_dir: Path) -> None:
+    with pytest.raises(DatasetError, match=r"train.tsv: file not found \(splits found: test\)"):
+        load_beir(beir_dir, "train")
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="not a folder"):
+        load_beir(tmp_path / "nope", "test")

@@ -1,0 +1,103 @@
+"""`ragline eval` end to end on the tiny BEIR fixture: real index, real model, real FTS."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragline.cli import app
+from ragline.eval.runs import EVAL_MODES, METRIC_NAMES
+
+runner = CliRunner()
+MODES = [m for m in EVAL_MODES if m != "rerank"]
+
+
+def _ndcg_one_of_two_at_rank_1() -> float:
+    return 1.0 / (1.0 + 1.0 / math.log2(3))
+
+
+def test_json_report_and_hand_computed_bm25_scores(
+    beir_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGLINE_EMBED_THREADS", "1")
+    report = tmp_path / "out" / "report.md"
+    args = ["eval", str(beir_dir), "--json", "--cache-dir", str(tmp_path / "cache")]
+    result = runner.invoke(app, [*args, "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+
+    assert (data["dataset"], data["split"], data["queries"], data["documents"]) == (
+        "tiny",
+        "test",
+        3,  # q9 has no judgements
+        5,
+    )
+    assert data["chunks"] == 5 and data["top_k"] == 100
+    assert data["index"]["reused"] is False
+    assert list(data["modes"]) == MODES  # rerank only with a cross-encoder configured
+    for mode in MODES:
+        assert set(data["modes"][mode]["metrics"]) == set(METRIC_NAMES)
+        lat = data["modes"][mode]["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"]
+
+    # BM25: q1's only relevant doc (d2) is 2nd behind d1; q2's (d3) is 1st; q3 has two
+    # relevant docs and only d4 (1st) shares a word with it.
+    bm25 = data["modes"]["bm25"]["metrics"]
+    ndcg = (1 / math.log2(3) + 1.0 + _ndcg_one_of_two_at_rank_1()) / 3
+    assert bm25["ndcg@10"] == pytest.approx(ndcg, abs=1e-4)
+    assert bm25["mrr@10"] == pytest.approx((0.5 + 1 + 1) / 3, abs=1e-4)
+    assert bm25["recall@10"] == pytest.approx((1 + 1 + 0.5) / 3, abs=1e-4)
+    assert bm25["recall@100"] == pytest.approx((1 + 1 + 0.5) / 3, abs=1e-4)
+    assert bm25["p@5"] == pytest.approx((0.2 + 0.2 + 0.2) / 3, abs=1e-4)
+    # Vector search ranks all five documents, so every relevant one is found.
+    assert data["modes"]["vector"]["metrics"]["recall@100"] == pytest.approx(1.0)
+
+    text = report.read_text()
+    assert text.startswith("# Retrieval evaluation: tiny (test)")
+    assert "| mode | ndcg@10 | mrr@10 | recall@10 | recall@100 | p@5 |" in text
+    assert f"| bm25 | {bm25['ndcg@10']:.4f} |" in text
+    assert "**hybrid-weighted** (default)" in text  # the shipped HYBRID_MERGE_METHOD
+
+    # Same corpus, model and chunking: the second run reuses the index.
+    again = runner.invoke(app, [*args, "--modes", "bm25", "--limit", "1"])
+    assert again.exit_code == 0, again.output
+    second = json.loads(again.stdout)
+    assert second["index"]["reused"] is True
+    assert second["queries"] == 1
+    assert list(second["modes"]) == ["bm25"]
+    assert second["modes"]["bm25"]["metrics"]["mrr@10"] == pytest.approx(0.5)
+
+
+def test_table_output(beir_dir: Path, tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["eval", str(beir_dir), "--modes", "bm25", "--cache-dir", str(tmp_path / "cache")],
+    )
+    assert result.exit_code == 0, result.output
+    assert "tiny (test): 3 queries, 5 documents, 5 chunks" in result.stdout
+    assert "│ bm25 " in result.stdout and "0.8333" in result.stdout  # MRR@10 by hand
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--modes", "bm25,fuzzy"], "unknown mode(s) fuzzy"),
+        (["--split", "dev"], "dev.tsv: file not found (splits found: test)"),
+    ],
+)
+def test_usage_errors(beir_dir: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["eval", str(beir_dir), "--cache-dir", str(tmp_path / "c"), *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.split())
+
+
+def test_bad_corpus_line_is_named(beir_dir: Path, tmp_path: Path) -> None:
+    with (beir_dir / "corpus.jsonl").open("a") as f:
+        f.write('{"_id": "d6", "title": "broken"\n')
+    result = runner.invoke(app, ["eval", str(beir_dir), "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 2
+    assert "corpus.jsonl:6: not valid JSON" in " ".join(result.stderr.split())
