@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -60,3 +64,46 @@ def make_rag(embedder: Embedder, tmp_path: Path) -> Iterator[Callable[..., Ragli
     yield factory
     for rag in made:
         rag.close()
+
+
+def load_pgserver() -> ModuleType:
+    """tests/pgserver.py, loaded by path once (tests/ has no packages)."""
+    name = "ragline_test_pgserver"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("pgserver.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A real PostgreSQL 18 + pgvector on a free loopback port, one per session, run as
+    an unprivileged user; stopped and deleted at the end. It fails (never skips) when
+    the server cannot start."""
+    server = load_pgserver().start_primary()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(scope="session")
+def make_pg_server() -> Iterator[Callable[[], Any]]:
+    """Start more PostgreSQL servers (e.g. one a test may stop); all deleted at the end."""
+    started: list[Any] = []
+
+    def start() -> Any:
+        server = load_pgserver().start_primary()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.destroy()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server: Any) -> str:
+    """Connection URL of the session's PostgreSQL (superuser, database ``postgres``)."""
+    return str(pg_server.url())

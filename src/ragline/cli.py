@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any, cast, get_args
@@ -23,8 +24,11 @@ from rich.table import Table
 
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
+from ragline.eval.cli import eval_command
 from ragline.ingest.report import IngestReport
 from ragline.retrieve.retriever import SearchMode
+from ragline.serve.cli import serve as serve_command
+from ragline.serve.keys_cli import keys_app
 from ragline.settings import ChunkerName, GeneratorName, Settings
 from ragline.store.base import StoreError
 from ragline.types import Answer, SearchResult
@@ -337,6 +341,143 @@ def status(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
         return
     for k, v in info.items():
         out.print(f"[bold]{k}[/]: {v}")
+
+
+@app.command()
+def migrate(
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to", help="Target store: postgres://…, qdrant://…, qdrant+local://PATH or a folder."
+        ),
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace what the target already holds.")
+    ] = False,
+    sample: Annotated[
+        int, typer.Option("--sample", help="Chunks whose searches are compared.")
+    ] = 20,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy the index (STORE_URL, default the embedded one) to another store and verify
+    the copy: counts per tenant and a sample of vector and BM25 searches.
+
+    Exit status: 0 when verified, 1 when the copy differs, 2 on a usage or store error.
+    """
+    from ragline.store.migrate import migrate_to_url
+
+    settings = _engine(index).settings
+    try:
+        report = migrate_to_url(settings, to, force=force, sample=max(0, sample))
+    except StoreError as e:
+        raise _fail(str(e)) from None
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        agreeing = sum(s.agrees for s in report.searches)
+        out.print(
+            f"migrated {report.documents} documents, {report.chunks} chunks "
+            f"from {escape(report.source)} to {escape(report.target)} in {report.seconds:.1f} s; "
+            f"{agreeing}/{len(report.searches)} sampled searches agree"
+        )
+        for problem in report.problems:
+            err.print(f"[red]problem:[/] {escape(problem)}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+app.add_typer(keys_app, name="keys")
+app.command("serve")(serve_command)
+app.command("eval")(eval_command)
+
+
+@app.command()
+def bench(
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="Folder to ingest (default: the folder the index was built from)."),
+    ] = None,
+    scale: Annotated[
+        str, typer.Option("--scale", help="Synthetic index sizes, e.g. 10k,100k,1m.")
+    ] = "10k,100k",
+    modes: Annotated[str, typer.Option("--modes", help="Search modes to time.")] = (
+        "bm25,vector,hybrid"
+    ),
+    queries: Annotated[int, typer.Option("--queries", help="Measured queries per mode.")] = 200,
+    warmup: Annotated[int, typer.Option("--warmup", help="Unmeasured queries first.")] = 20,
+    queries_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries-file",
+            help="queries.jsonl or one query per line (default: "
+            "pseudo-queries cut from the chunks).",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic corpus.")] = 7,
+    work_dir: Annotated[
+        Path | None, typer.Option("--work-dir", help="Where the temporary indexes go.")
+    ] = None,
+    report_out: Annotated[
+        Path | None, typer.Option("--out", help="Write a Markdown report here.")
+    ] = None,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingestion throughput, search latency at scale, peak memory and index size."""
+    from ragline.eval.bench import (
+        BenchConfig,
+        BenchReport,
+        parse_modes,
+        parse_scales,
+        rich_tables,
+        run_bench,
+    )
+
+    command = "ragline " + " ".join(sys.argv[1:])
+
+    try:
+        config = BenchConfig(
+            path=path,
+            scales=tuple(parse_scales(scale)),
+            modes=tuple(parse_modes(modes)),
+            queries=queries,
+            warmup=warmup,
+            queries_file=queries_file,
+            seed=seed,
+            work_dir=work_dir,
+        )
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    rag = _engine(index)
+    # A kill still unwinds, so the (possibly GBs of) temporary indexes are removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        with err.status("bench", spinner="dots") as spinner:
+
+            def log(msg: str) -> None:  # a spinner on a terminal, else one line per step
+                if err.is_terminal:
+                    spinner.update(f"bench: {msg}")
+                else:
+                    err.print(f"bench: {msg}", highlight=False, soft_wrap=True)
+
+            def save(partial: BenchReport) -> None:  # finished scales survive a stopped run
+                if report_out is not None:
+                    report_out.parent.mkdir(parents=True, exist_ok=True)
+                    report_out.write_text(partial.to_markdown(command), "utf-8")
+
+            report = run_bench(rag.settings, config, rag.embedder, log, save)
+    except (StoreError, ValueError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    save(report)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        return
+    for table in rich_tables(report):
+        out.print(table)
+    out.print(f"[dim]synthetic chunks: {report.data['how']}[/]")
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m ragline`
