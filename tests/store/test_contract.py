@@ -8,7 +8,6 @@ numpy search, the model fingerprint, and a writer killed with SIGKILL mid-write.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import math
 import os
 import re
@@ -25,14 +24,13 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from ragline.embed.base import Embedder, ModelFingerprint, Vectors
+from ragline.embed.base import Embedder, ModelFingerprint
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import make_chunker
 from ragline.ingest.sync import Indexer
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, FieldBoosts, Store, StoreError
 from ragline.store.bm25 import tokenize
-from ragline.types import Chunk, DocumentRecord, Hit
 
 
 def _load_contract() -> ModuleType:
@@ -52,8 +50,15 @@ _contract = _load_contract()
 STORE_BACKENDS = _contract.STORE_BACKENDS
 BACKEND_FIXTURES = _contract.BACKEND_FIXTURES
 ContractEnv = _contract.ContractEnv
+DIM = _contract.DIM
+PASSAGES = _contract.PASSAGES
+unit = _contract.unit
+make_chunk = _contract.make_chunk
+record_for = _contract.record_for
+write = _contract.write
+ids = _contract.ids
+all_chunks = _contract.all_chunks
 
-DIM = 16
 FP = ModelFingerprint(name="contract-model", dimension=DIM, digest="c" * 64)
 
 
@@ -93,107 +98,6 @@ def store(backend: str, env: ContractEnv) -> Iterator[Store]:
     s = STORE_BACKENDS[backend](env)
     yield s
     s.close()
-
-
-# ------------------------------------------------------------------- helpers
-
-
-def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> Vectors:
-    x = rng.standard_normal((n, dim)).astype(np.float32)
-    out: Vectors = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
-    return out
-
-
-def make_chunk(
-    doc_id: str,
-    i: int,
-    text: str,
-    *,
-    tenant: str = "acme",
-    title: str = "Deep Learning Notes",
-    chapter: str = "basics",
-    heading_path: tuple[str, ...] = ("Deep Learning Notes", "Basics"),
-    has_code: bool = False,
-    has_equations: bool = False,
-    page: int | None = None,
-    metadata: dict[str, object] | None = None,
-) -> Chunk:
-    return Chunk(
-        id=f"{tenant}/{doc_id}/{i}",
-        doc_id=doc_id,
-        tenant=tenant,
-        source=f"docs/{doc_id}.md",
-        title=title,
-        chapter=chapter,
-        section=heading_path[-1] if heading_path else "",
-        heading_path=heading_path,
-        url=f"file:///docs/{doc_id}.md#s{i}",
-        anchor=f"s{i}",
-        chunk_index=i,
-        start_char=100 * i,
-        end_char=100 * i + len(text),
-        token_count=len(text.split()) + 3,
-        word_count=len(text.split()),
-        has_code=has_code,
-        has_equations=has_equations,
-        content_hash=f"hash-{doc_id}-{text}",
-        created_at="2024-05-01T12:00:00Z",
-        text=text,
-        page=page,
-        metadata=metadata or {},
-    )
-
-
-def record_for(doc_id: str, chunks: list[Chunk], tenant: str = "acme") -> DocumentRecord:
-    return DocumentRecord(
-        doc_id=doc_id,
-        tenant=tenant,
-        source=f"docs/{doc_id}.md",
-        file_hash=f"file-{len(chunks)}",
-        chunk_count=len(chunks),
-        token_count=sum(c.token_count for c in chunks),
-        chapter=chunks[0].chapter if chunks else "",
-        title=chunks[0].title if chunks else "",
-        format="markdown",
-        ingested_at="2024-05-01T12:00:00Z",
-    )
-
-
-def write(
-    store: Store,
-    doc_id: str,
-    texts: list[str],
-    vectors: Vectors | None = None,
-    *,
-    seed: int = 0,
-    tenant: str = "acme",
-    **chunk_kw: object,
-) -> tuple[list[Chunk], Vectors]:
-    chunks = [
-        make_chunk(doc_id, i, t, tenant=tenant, **chunk_kw)  # type: ignore[arg-type]
-        for i, t in enumerate(texts)
-    ]
-    vecs = unit(np.random.default_rng(seed), len(chunks)) if vectors is None else vectors
-    store.replace_documents([DocumentWrite(record_for(doc_id, chunks, tenant), chunks, vecs)])
-    return chunks, vecs
-
-
-def ids(hits: list[Hit]) -> list[str]:
-    return [h.chunk.id for h in hits]
-
-
-def all_chunks(store: Store) -> list[Chunk]:
-    return [c for batch, _ in store.iter_chunks(7) for c in batch]
-
-
-PASSAGES = [
-    "Gradient descent updates the parameters in the direction of the negative gradient.",
-    "Convolutional layers share weights across spatial positions of an image.",
-    "Attention lets a model weigh every token of the input when encoding one token.",
-    "Dropout randomly zeroes activations during training to reduce overfitting.",
-    "Batch normalization rescales activations using statistics of the minibatch.",
-    "Recurrent networks carry a hidden state from one time step to the next.",
-]
 
 
 # ------------------------------------------------------------- upsert/delete
@@ -599,6 +503,8 @@ _WRITER = textwrap.dedent(
     import importlib.util
     import sys
 
+    import numpy as np
+
     from ragline.store.base import DocumentWrite
 
     spec = importlib.util.spec_from_file_location("ragline_store_contract", sys.argv[1])
@@ -614,25 +520,13 @@ _WRITER = textwrap.dedent(
         for d in range(4):
             n = version % 5 + 1
             texts = [f"version {version} part {i} of {d}" for i in range(n)]
-            chunks = [make_chunk(f"d{d}", i, t) for i, t in enumerate(texts)]
-            items.append(DocumentWrite(record_for(f"d{d}", chunks), chunks, unit(rng, n)))
+            chunks = [contract.make_chunk(f"d{d}", i, t) for i, t in enumerate(texts)]
+            record = contract.record_for(f"d{d}", chunks)
+            items.append(DocumentWrite(record, chunks, contract.unit(rng, n)))
         store.replace_documents(items)
         print(version, flush=True)
     """
 )
-
-
-def _writer_source() -> str:
-    """The child process's script: this module's chunk helpers, then the write loop."""
-    helpers = "\n\n".join(inspect.getsource(f) for f in (unit, make_chunk, record_for))
-    prelude = (
-        "from __future__ import annotations\n"
-        "import numpy as np\n"
-        "from ragline.embed.base import Vectors\n"
-        "from ragline.types import Chunk, DocumentRecord\n"
-        f"DIM = {DIM}\n\n"
-    )
-    return prelude + helpers + "\n" + _WRITER
 
 
 def check_consistent(store: Store) -> int:
@@ -656,7 +550,7 @@ def test_crash_during_a_write_leaves_old_or_new_chunks(
     backend: str, env: ContractEnv, open_store: Callable[[], Store], tmp_path: Path
 ) -> None:
     script = tmp_path / "writer.py"
-    script.write_text(_writer_source())
+    script.write_text(_WRITER)
     proc = subprocess.Popen(
         [sys.executable, str(script), str(CONTRACT_PY), backend, env.to_json()],
         stdout=subprocess.PIPE,

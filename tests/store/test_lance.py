@@ -7,6 +7,7 @@ a store); texts are short real passages so BM25 has real words to rank.
 from __future__ import annotations
 
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -29,99 +30,18 @@ from ragline.store.lance import (
     plan_vector_index,
     sanitize_fts_query,
 )
-from ragline.types import Chunk, DocumentRecord, Hit
+from ragline.types import Chunk
 
-DIM = 16
+#: The store tests' shared helpers (tests/ has no packages: contract.py by path).
+_contract = runpy.run_path(str(Path(__file__).with_name("contract.py")))
+DIM: int = _contract["DIM"]
+PASSAGES: list[str] = _contract["PASSAGES"]
+unit = _contract["unit"]
+make_chunk = _contract["make_chunk"]
+record_for = _contract["record_for"]
+write = _contract["write"]
+ids = _contract["ids"]
 FP = ModelFingerprint(name="test-model", dimension=DIM, digest="0" * 64)
-
-PASSAGES = [
-    "Gradient descent updates the parameters in the direction of the negative gradient.",
-    "Convolutional layers share weights across spatial positions of an image.",
-    "Attention lets a model weigh every token of the input when encoding one token.",
-    "Dropout randomly zeroes activations during training to reduce overfitting.",
-    "Batch normalization rescales activations using statistics of the minibatch.",
-    "Recurrent networks carry a hidden state from one time step to the next.",
-]
-
-
-def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> Vectors:
-    x = rng.standard_normal((n, dim)).astype(np.float32)
-    out: Vectors = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
-    return out
-
-
-def make_chunk(
-    doc_id: str,
-    i: int,
-    text: str,
-    *,
-    tenant: str = "acme",
-    title: str = "Deep Learning Notes",
-    chapter: str = "basics",
-    heading_path: tuple[str, ...] = ("Deep Learning Notes", "Basics"),
-    has_code: bool = False,
-    has_equations: bool = False,
-    page: int | None = None,
-    metadata: dict[str, object] | None = None,
-) -> Chunk:
-    return Chunk(
-        id=f"{tenant}/{doc_id}/{i}",
-        doc_id=doc_id,
-        tenant=tenant,
-        source=f"docs/{doc_id}.md",
-        title=title,
-        chapter=chapter,
-        section=heading_path[-1] if heading_path else "",
-        heading_path=heading_path,
-        url=f"file:///docs/{doc_id}.md#s{i}",
-        anchor=f"s{i}",
-        chunk_index=i,
-        start_char=100 * i,
-        end_char=100 * i + len(text),
-        token_count=len(text.split()) + 3,
-        word_count=len(text.split()),
-        has_code=has_code,
-        has_equations=has_equations,
-        content_hash=f"hash-{doc_id}-{text}",
-        created_at="2024-05-01T12:00:00Z",
-        text=text,
-        page=page,
-        metadata=metadata or {},
-    )
-
-
-def record_for(doc_id: str, chunks: list[Chunk], tenant: str = "acme") -> DocumentRecord:
-    return DocumentRecord(
-        doc_id=doc_id,
-        tenant=tenant,
-        source=f"docs/{doc_id}.md",
-        file_hash=f"file-{len(chunks)}",
-        chunk_count=len(chunks),
-        token_count=sum(c.token_count for c in chunks),
-        chapter=chunks[0].chapter if chunks else "",
-        title=chunks[0].title if chunks else "",
-        format="markdown",
-        ingested_at="2024-05-01T12:00:00Z",
-    )
-
-
-def write(
-    store: LanceStore,
-    doc_id: str,
-    texts: list[str],
-    vectors: Vectors | None = None,
-    *,
-    seed: int = 0,
-    tenant: str = "acme",
-    **chunk_kw: object,
-) -> tuple[list[Chunk], Vectors]:
-    chunks = [
-        make_chunk(doc_id, i, t, tenant=tenant, **chunk_kw)  # type: ignore[arg-type]
-        for i, t in enumerate(texts)
-    ]
-    vecs = unit(np.random.default_rng(seed), len(chunks)) if vectors is None else vectors
-    store.replace_documents([DocumentWrite(record_for(doc_id, chunks, tenant), chunks, vecs)])
-    return chunks, vecs
 
 
 @pytest.fixture
@@ -129,10 +49,6 @@ def store(tmp_path: Path) -> Iterator[LanceStore]:
     s = LanceStore(tmp_path / "index", dimension=DIM)
     yield s
     s.close()
-
-
-def ids(hits: list[Hit]) -> list[str]:
-    return [h.chunk.id for h in hits]
 
 
 # ------------------------------------------------------------------------ basics
@@ -580,7 +496,7 @@ _WRITER = textwrap.dedent(
     from ragline.store.base import DocumentWrite
     from ragline.store.lance import LanceStore
     sys.path.insert(0, sys.argv[2])
-    from test_lance import make_chunk, record_for, unit
+    from contract import make_chunk, record_for, unit
 
     store = LanceStore(Path(sys.argv[1]), dimension=16)
     rng = np.random.default_rng(0)

@@ -6,9 +6,12 @@ so retrieval and sync code never know which one they talk to.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
@@ -32,6 +35,78 @@ class ModelMismatchError(StoreError):
         self.configured = configured
 
 
+#: Columns a Chunk is stored in and rebuilt from, in field order (no vector,
+#: no derived ``headings``); every store keeps the same ones.
+CHUNK_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Chunk))
+#: Columns of a document record, in field order.
+DOCUMENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(DocumentRecord))
+
+
+def metadata_json(metadata: Mapping[str, Any]) -> str:
+    """Chunk metadata as stored JSON text (default=str: YAML front matter may hold
+    dates; they come back as strings)."""
+    return json.dumps(metadata, sort_keys=True, default=str) if metadata else "{}"
+
+
+def chunk_from_row(row: Sequence[Any]) -> Chunk:
+    """A Chunk from its stored values in :data:`CHUNK_COLUMNS` order.
+
+    ``heading_path`` may be any sequence or None; ``metadata`` JSON text (LanceDB,
+    Qdrant), a mapping (PostgreSQL jsonb) or None."""
+    (
+        id_,
+        doc_id,
+        tenant,
+        source,
+        title,
+        chapter,
+        section,
+        heading_path,
+        url,
+        anchor,
+        chunk_index,
+        start_char,
+        end_char,
+        token_count,
+        word_count,
+        has_code,
+        has_equations,
+        content_hash,
+        created_at,
+        text,
+        page,
+        metadata,
+    ) = row
+    if isinstance(metadata, str):
+        meta = json.loads(metadata) if metadata and metadata != "{}" else {}
+    else:
+        meta = dict(metadata or {})
+    return Chunk(
+        id=id_,
+        doc_id=doc_id,
+        tenant=tenant,
+        source=source,
+        title=title,
+        chapter=chapter,
+        section=section,
+        heading_path=tuple(heading_path or ()),
+        url=url,
+        anchor=anchor,
+        chunk_index=chunk_index,
+        start_char=start_char,
+        end_char=end_char,
+        token_count=token_count,
+        word_count=word_count,
+        has_code=has_code,
+        has_equations=has_equations,
+        content_hash=content_hash,
+        created_at=created_at,
+        text=text,
+        page=page,
+        metadata=meta,
+    )
+
+
 def check_model(store: Store, configured: ModelFingerprint, *, record: bool = False) -> None:
     """Refuse to mix vectors of two models; with ``record``, an empty index adopts
     the configured model (first ingest)."""
@@ -50,6 +125,54 @@ class DocumentWrite:
     record: DocumentRecord
     chunks: Sequence[Chunk]
     vectors: Vectors
+
+
+def check_vectors(vectors: Any, rows: int, dimension: int, what: str) -> Vectors:
+    """``vectors`` as a (rows, dimension) finite float32 matrix, or StoreError saying why."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2 or arr.shape[0] != rows:
+        raise StoreError(f"{what}: expected {rows} vectors, got array of shape {arr.shape}")
+    if arr.shape[1] != dimension:
+        raise StoreError(
+            f"{what}: vectors have dimension {arr.shape[1]} but the index stores {dimension}; "
+            "run `ragline reindex` after changing the embedding model"
+        )
+    if rows and not np.isfinite(arr).all():
+        raise StoreError(f"{what}: vectors contain NaN or infinite values")
+    return arr
+
+
+def check_writes(items: Sequence[DocumentWrite], dimension: int) -> list[Vectors]:
+    """Each item's vectors as a checked float32 matrix, or StoreError naming the document.
+
+    Every store refuses the same bad batches with the same words: a document
+    twice in one batch, a chunk of another document or tenant, a chunk id used
+    twice, vectors of the wrong shape or with NaN/inf. Checked before anything is
+    written, so a bad batch leaves the index untouched.
+    """
+    doc_ids: set[str] = set()
+    chunk_ids: set[str] = set()
+    checked: list[Vectors] = []
+    for item in items:
+        record = item.record
+        what = f"document {record.doc_id!r} ({record.source})"
+        if record.doc_id in doc_ids:
+            raise StoreError(f"{what}: the document appears twice in one batch")
+        doc_ids.add(record.doc_id)
+        for c in item.chunks:
+            if c.doc_id != record.doc_id or c.tenant != record.tenant:
+                raise StoreError(
+                    f"{what}: chunk {c.id!r} belongs to document {c.doc_id!r} "
+                    f"of tenant {c.tenant!r}"
+                )
+            if c.id in chunk_ids:
+                raise StoreError(f"{what}: duplicate chunk id {c.id!r}")
+            chunk_ids.add(c.id)
+        try:
+            checked.append(check_vectors(item.vectors, len(item.chunks), dimension, "chunks"))
+        except StoreError as exc:
+            raise StoreError(f"{what}: {exc}") from exc
+    return checked
 
 
 @dataclass(frozen=True, slots=True)

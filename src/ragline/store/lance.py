@@ -64,7 +64,17 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.store.base import DocumentWrite, FieldBoosts, StoreError
+from ragline.store.base import (
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
+    DocumentWrite,
+    FieldBoosts,
+    StoreError,
+    check_vectors,
+    check_writes,
+    chunk_from_row,
+    metadata_json,
+)
 from ragline.store.filters import (
     DOCUMENT_FILTER_FIELDS,
     and_predicates,
@@ -165,33 +175,6 @@ DOCUMENT_SCHEMA = pa.schema(
     ]
 )
 
-#: Columns a Chunk is rebuilt from (no vector, no derived ``headings``).
-CHUNK_COLUMNS = (
-    "id",
-    "doc_id",
-    "tenant",
-    "source",
-    "title",
-    "chapter",
-    "section",
-    "heading_path",
-    "url",
-    "anchor",
-    "chunk_index",
-    "start_char",
-    "end_char",
-    "token_count",
-    "word_count",
-    "has_code",
-    "has_equations",
-    "content_hash",
-    "created_at",
-    "text",
-    "page",
-    "metadata",
-)
-_DOCUMENT_COLUMNS = tuple(DOCUMENT_SCHEMA.names)
-
 
 # --------------------------------------------------------------------------- pure
 
@@ -206,21 +189,6 @@ def sanitize_fts_query(text: str) -> str:
 def _vector_array(vectors: Vectors, dimension: int) -> pa.FixedSizeListArray:
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
     return pa.FixedSizeListArray.from_arrays(flat, dimension)
-
-
-def check_vectors(vectors: Any, rows: int, dimension: int, what: str) -> Vectors:
-    """``vectors`` as a (rows, dimension) finite float32 matrix, or StoreError saying why."""
-    arr = np.asarray(vectors, dtype=np.float32)
-    if arr.ndim != 2 or arr.shape[0] != rows:
-        raise StoreError(f"{what}: expected {rows} vectors, got array of shape {arr.shape}")
-    if arr.shape[1] != dimension:
-        raise StoreError(
-            f"{what}: vectors have dimension {arr.shape[1]} but the index stores {dimension}; "
-            "run `ragline reindex` after changing the embedding model"
-        )
-    if rows and not np.isfinite(arr).all():
-        raise StoreError(f"{what}: vectors contain NaN or infinite values")
-    return arr
 
 
 def chunks_to_arrow(chunks: Sequence[Chunk], vectors: Vectors, dimension: int) -> pa.Table:
@@ -249,11 +217,7 @@ def chunks_to_arrow(chunks: Sequence[Chunk], vectors: Vectors, dimension: int) -
         "created_at": [c.created_at for c in chunks],
         "text": [c.text for c in chunks],
         "page": [c.page for c in chunks],
-        # default=str: YAML front matter may hold dates; they come back as strings.
-        "metadata": [
-            json.dumps(c.metadata, sort_keys=True, default=str) if c.metadata else "{}"
-            for c in chunks
-        ],
+        "metadata": [metadata_json(c.metadata) for c in chunks],
     }
     schema = chunk_schema(dimension)
     arrays = [pa.array(columns[f.name], f.type) for f in schema if f.name != "vector"]
@@ -264,58 +228,7 @@ def chunks_to_arrow(chunks: Sequence[Chunk], vectors: Vectors, dimension: int) -
 def arrow_to_chunks(table: pa.Table | pa.RecordBatch) -> list[Chunk]:
     """Rows (with at least :data:`CHUNK_COLUMNS`) back into Chunks, column-wise."""
     cols = [table.column(name).to_pylist() for name in CHUNK_COLUMNS]
-    out: list[Chunk] = []
-    for (
-        id_,
-        doc_id,
-        tenant,
-        source,
-        title,
-        chapter,
-        section,
-        heading_path,
-        url,
-        anchor,
-        chunk_index,
-        start_char,
-        end_char,
-        token_count,
-        word_count,
-        has_code,
-        has_equations,
-        content_hash,
-        created_at,
-        text,
-        page,
-        metadata,
-    ) in zip(*cols, strict=True):
-        out.append(
-            Chunk(
-                id=id_,
-                doc_id=doc_id,
-                tenant=tenant,
-                source=source,
-                title=title,
-                chapter=chapter,
-                section=section,
-                heading_path=tuple(heading_path or ()),
-                url=url,
-                anchor=anchor,
-                chunk_index=chunk_index,
-                start_char=start_char,
-                end_char=end_char,
-                token_count=token_count,
-                word_count=word_count,
-                has_code=has_code,
-                has_equations=has_equations,
-                content_hash=content_hash,
-                created_at=created_at,
-                text=text,
-                page=page,
-                metadata=json.loads(metadata) if metadata and metadata != "{}" else {},
-            )
-        )
-    return out
+    return [chunk_from_row(row) for row in zip(*cols, strict=True)]
 
 
 def arrow_vectors(table: pa.Table | pa.RecordBatch, dimension: int) -> Vectors:
@@ -329,11 +242,11 @@ def arrow_vectors(table: pa.Table | pa.RecordBatch, dimension: int) -> Vectors:
 
 
 def _document_to_row(record: DocumentRecord) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in _DOCUMENT_COLUMNS}
+    return {name: getattr(record, name) for name in DOCUMENT_COLUMNS}
 
 
 def _rows_to_documents(table: pa.Table) -> list[DocumentRecord]:
-    return [DocumentRecord(**row) for row in table.select(list(_DOCUMENT_COLUMNS)).to_pylist()]
+    return [DocumentRecord(**row) for row in table.select(list(DOCUMENT_COLUMNS)).to_pylist()]
 
 
 # ------------------------------------------------------------------- vector index
@@ -675,33 +588,17 @@ class LanceStore:
         if not items:
             return
         dimension = self.dimension
-        doc_ids: set[str] = set()
-        chunk_ids: set[str] = set()
-        parts: list[pa.Table] = []
-        for item in items:
-            record = item.record
-            what = f"document {record.doc_id!r} ({record.source})"
-            if record.doc_id in doc_ids:
-                raise StoreError(f"{what}: the document appears twice in one batch")
-            doc_ids.add(record.doc_id)
-            for c in item.chunks:
-                if c.doc_id != record.doc_id or c.tenant != record.tenant:
-                    raise StoreError(
-                        f"{what}: chunk {c.id!r} belongs to document {c.doc_id!r} "
-                        f"of tenant {c.tenant!r}"
-                    )
-                if c.id in chunk_ids:
-                    raise StoreError(f"{what}: duplicate chunk id {c.id!r}")
-                chunk_ids.add(c.id)
-            try:
-                parts.append(chunks_to_arrow(item.chunks, item.vectors, dimension))
-            except StoreError as exc:
-                raise StoreError(f"{what}: {exc}") from exc
-        data = pa.concat_tables(parts)
+        checked = check_writes(items, dimension)
+        data = pa.concat_tables(
+            [
+                chunks_to_arrow(item.chunks, vecs, dimension)
+                for item, vecs in zip(items, checked, strict=True)
+            ]
+        )
         records = pa.Table.from_pylist(
             [_document_to_row(item.record) for item in items], schema=DOCUMENT_SCHEMA
         )
-        gone = sql_in_list("doc_id", sorted(doc_ids))
+        gone = sql_in_list("doc_id", sorted({item.record.doc_id for item in items}))
 
         async def write(table: AsyncTable) -> None:
             if await table.count_rows(gone) == 0:
@@ -754,7 +651,7 @@ class LanceStore:
 
     def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
         self._table()  # closed / missing-index checks
-        query = self._docs.query().select(list(_DOCUMENT_COLUMNS))
+        query = self._docs.query().select(list(DOCUMENT_COLUMNS))
         if tenant is not None:
             query = query.where(to_sql_predicate({"tenant": tenant}, DOCUMENT_FILTER_FIELDS))
         records = _rows_to_documents(_run(query.to_arrow()))

@@ -54,9 +54,18 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.retry import RetryPolicy
 from ragline.store import bm25
-from ragline.store.base import DocumentWrite, FieldBoosts, StoreError
+from ragline.store.base import (
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
+    DocumentWrite,
+    FieldBoosts,
+    StoreError,
+    check_vectors,
+    check_writes,
+    chunk_from_row,
+    metadata_json,
+)
 from ragline.store.filters import to_sql_predicate
-from ragline.store.lance import check_vectors
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 T = TypeVar("T")
@@ -69,30 +78,6 @@ _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 #: Longest keyword query kept, in characters (as LanceStore).
 _MAX_QUERY_CHARS = 2000
 
-CHUNK_COLUMNS = (
-    "id",
-    "doc_id",
-    "tenant",
-    "source",
-    "title",
-    "chapter",
-    "section",
-    "heading_path",
-    "url",
-    "anchor",
-    "chunk_index",
-    "start_char",
-    "end_char",
-    "token_count",
-    "word_count",
-    "has_code",
-    "has_equations",
-    "content_hash",
-    "created_at",
-    "text",
-    "page",
-    "metadata",
-)
 _CHUNK_SELECT = ", ".join(f"ch.{c}" for c in CHUNK_COLUMNS)
 #: COPY column list and binary types of a chunk row.
 _CHUNK_COPY = (
@@ -116,18 +101,6 @@ _CHUNK_COPY = (
     ("len_headings", "int4"),
     ("len_text", "int4"),
     ("embedding", "vector"),
-)
-_DOCUMENT_COLUMNS = (
-    "doc_id",
-    "tenant",
-    "source",
-    "file_hash",
-    "chunk_count",
-    "token_count",
-    "chapter",
-    "title",
-    "format",
-    "ingested_at",
 )
 
 
@@ -204,59 +177,12 @@ def _as_array(value: Any) -> Vectors:
 
 
 def _row_to_chunk(row: Sequence[Any]) -> Chunk:
-    (
-        id_,
-        doc_id,
-        tenant,
-        source,
-        title,
-        chapter,
-        section,
-        heading_path,
-        url,
-        anchor,
-        chunk_index,
-        start_char,
-        end_char,
-        token_count,
-        word_count,
-        has_code,
-        has_equations,
-        content_hash,
-        created_at,
-        text,
-        page,
-        metadata,
-    ) = row[: len(CHUNK_COLUMNS)]
-    return Chunk(
-        id=id_,
-        doc_id=doc_id,
-        tenant=tenant,
-        source=source,
-        title=title,
-        chapter=chapter,
-        section=section,
-        heading_path=tuple(heading_path or ()),
-        url=url,
-        anchor=anchor,
-        chunk_index=chunk_index,
-        start_char=start_char,
-        end_char=end_char,
-        token_count=token_count,
-        word_count=word_count,
-        has_code=has_code,
-        has_equations=has_equations,
-        content_hash=content_hash,
-        created_at=created_at,
-        text=text,
-        page=page,
-        metadata=dict(metadata or {}),
-    )
+    return chunk_from_row(row[: len(CHUNK_COLUMNS)])
 
 
 def _metadata_json(chunk: Chunk) -> Jsonb:
     # default=str: YAML front matter may hold dates; they come back as strings (as LanceStore).
-    return Jsonb(json.loads(json.dumps(chunk.metadata, sort_keys=True, default=str)))
+    return Jsonb(json.loads(metadata_json(chunk.metadata)))
 
 
 def keyword_sql(pred: str, boosts: FieldBoosts, k1: float, b: float) -> str:
@@ -523,30 +449,13 @@ class PostgresStore:
         one transaction; retried as a whole on connection loss (idempotent)."""
         if not items:
             return
-        dimension = self._dimension
-        doc_ids: list[str] = []
-        rows: list[tuple[Chunk, Vectors, ChunkTerms]] = []
-        seen_chunks: set[str] = set()
-        for item in items:
-            record = item.record
-            what = f"document {record.doc_id!r} ({record.source})"
-            if record.doc_id in doc_ids:
-                raise StoreError(f"{what}: the document appears twice in one batch")
-            doc_ids.append(record.doc_id)
-            try:
-                vecs = check_vectors(item.vectors, len(item.chunks), dimension, "chunks")
-            except StoreError as exc:
-                raise StoreError(f"{what}: {exc}") from exc
-            for c, v in zip(item.chunks, vecs, strict=True):
-                if c.doc_id != record.doc_id or c.tenant != record.tenant:
-                    raise StoreError(
-                        f"{what}: chunk {c.id!r} belongs to document {c.doc_id!r} "
-                        f"of tenant {c.tenant!r}"
-                    )
-                if c.id in seen_chunks:
-                    raise StoreError(f"{what}: duplicate chunk id {c.id!r}")
-                seen_chunks.add(c.id)
-                rows.append((c, v, ChunkTerms.of(c)))
+        checked = check_writes(items, self._dimension)
+        doc_ids = [item.record.doc_id for item in items]
+        rows: list[tuple[Chunk, Vectors, ChunkTerms]] = [
+            (c, v, ChunkTerms.of(c))
+            for item, vecs in zip(items, checked, strict=True)
+            for c, v in zip(item.chunks, vecs, strict=True)
+        ]
         records = [item.record for item in items]
 
         def write(conn: psycopg.Connection[Any]) -> None:
@@ -623,7 +532,7 @@ class PostgresStore:
     # ------------------------------------------------------------------ reads
 
     def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
-        cols = ", ".join(_DOCUMENT_COLUMNS)
+        cols = ", ".join(DOCUMENT_COLUMNS)
 
         def read(conn: psycopg.Connection[Any]) -> list[DocumentRecord]:
             if tenant is None:
@@ -1051,12 +960,12 @@ def _insert_chunks(
 
 
 def _upsert_documents(conn: psycopg.Connection[Any], records: Sequence[DocumentRecord]) -> None:
-    cols = ", ".join(_DOCUMENT_COLUMNS)
-    marks = ", ".join(["%s"] * len(_DOCUMENT_COLUMNS))
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _DOCUMENT_COLUMNS[1:])
+    cols = ", ".join(DOCUMENT_COLUMNS)
+    marks = ", ".join(["%s"] * len(DOCUMENT_COLUMNS))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in DOCUMENT_COLUMNS[1:])
     with conn.cursor() as cur:
         cur.executemany(
             f"INSERT INTO ragline_documents ({cols}) VALUES ({marks}) "
             f"ON CONFLICT (doc_id) DO UPDATE SET {updates}",
-            [tuple(getattr(r, c) for c in _DOCUMENT_COLUMNS) for r in records],
+            [tuple(getattr(r, c) for c in DOCUMENT_COLUMNS) for r in records],
         )

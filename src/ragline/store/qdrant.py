@@ -46,7 +46,6 @@ Why it is built the way it is:
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -59,9 +58,18 @@ from qdrant_client import QdrantClient, models
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import bm25
-from ragline.store.base import DocumentWrite, FieldBoosts, StoreError
+from ragline.store.base import (
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
+    DocumentWrite,
+    FieldBoosts,
+    StoreError,
+    check_vectors,
+    check_writes,
+    chunk_from_row,
+    metadata_json,
+)
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
-from ragline.store.lance import check_vectors
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 FORMAT_VERSION = 1
@@ -84,8 +92,6 @@ _BOOL_INDEXES = ("has_code", "has_equations")
 _INT_INDEXES = ("chunk_index", "page")
 _UPSERT_BATCH = 256
 _MAX_QUERY_CHARS = 2000
-_CHUNK_FIELDS = tuple(Chunk.__dataclass_fields__)
-_DOC_FIELDS = tuple(DocumentRecord.__dataclass_fields__)
 
 
 def chunk_point_id(write_id: str, chunk_id: str) -> str:
@@ -142,20 +148,16 @@ def sparse_field_vectors(
 
 
 def _chunk_payload(chunk: Chunk, write_id: str, lengths: Mapping[str, int]) -> dict[str, Any]:
-    payload = {name: getattr(chunk, name) for name in _CHUNK_FIELDS}
+    payload = {name: getattr(chunk, name) for name in CHUNK_COLUMNS}
     payload["heading_path"] = list(chunk.heading_path)
-    payload["metadata"] = json.dumps(chunk.metadata, sort_keys=True, default=str)
+    payload["metadata"] = metadata_json(chunk.metadata)
     payload["write"] = write_id
     payload["bm25_len"] = dict(lengths)
     return payload
 
 
 def _payload_chunk(payload: Mapping[str, Any]) -> Chunk:
-    values: dict[str, Any] = {name: payload.get(name) for name in _CHUNK_FIELDS}
-    values["heading_path"] = tuple(payload.get("heading_path") or ())
-    meta = payload.get("metadata") or "{}"
-    values["metadata"] = json.loads(meta) if isinstance(meta, str) else dict(meta)
-    return Chunk(**values)
+    return chunk_from_row([payload.get(name) for name in CHUNK_COLUMNS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,29 +416,8 @@ class QdrantStore:
         with self._lock:
             state = self._fresh()
             self._recover()
-            doc_ids: set[str] = set()
-            chunk_ids: set[str] = set()
-            checked: list[tuple[DocumentWrite, Vectors]] = []
-            for item in items:
-                record = item.record
-                what = f"document {record.doc_id!r} ({record.source})"
-                if record.doc_id in doc_ids:
-                    raise StoreError(f"{what}: the document appears twice in one batch")
-                doc_ids.add(record.doc_id)
-                for c in item.chunks:
-                    if c.doc_id != record.doc_id or c.tenant != record.tenant:
-                        raise StoreError(
-                            f"{what}: chunk {c.id!r} belongs to document {c.doc_id!r} "
-                            f"of tenant {c.tenant!r}"
-                        )
-                    if c.id in chunk_ids:
-                        raise StoreError(f"{what}: duplicate chunk id {c.id!r}")
-                    chunk_ids.add(c.id)
-                try:
-                    vecs = check_vectors(item.vectors, len(item.chunks), state.dimension, "chunks")
-                except StoreError as exc:
-                    raise StoreError(f"{what}: {exc}") from exc
-                checked.append((item, vecs))
+            checked = list(zip(items, check_writes(items, state.dimension), strict=True))
+            doc_ids = {item.record.doc_id for item in items}
             avgdl = state.avgdl
             if not avgdl:  # the first write: its own mean lengths
                 avgdl = self._batch_avgdl([c for it, _ in checked for c in it.chunks])
@@ -454,7 +435,8 @@ class QdrantStore:
                 "doc_ids": sorted(doc_ids),
                 "chunks": len(points),
                 "records": [
-                    {name: getattr(it.record, name) for name in _DOC_FIELDS} for it, _ in checked
+                    {name: getattr(it.record, name) for name in DOCUMENT_COLUMNS}
+                    for it, _ in checked
                 ],
             }
             journal_id = str(uuid.uuid5(_NS, f"write\x00{write_id}"))
@@ -587,7 +569,7 @@ class QdrantStore:
                 ),
             )
             out = [
-                DocumentRecord(**{k: (p.payload or {})[k] for k in _DOC_FIELDS})
+                DocumentRecord(**{k: (p.payload or {})[k] for k in DOCUMENT_COLUMNS})
                 for batch in self._scroll(self._meta, flt)
                 for p in batch
             ]
