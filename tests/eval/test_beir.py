@@ -18,6 +18,17 @@ def test_loads_the_judged_queries(beir_dir: Path) -> None:
     assert len(ds.corpus_hash) == 64
 
 
+def test_queries_judged_only_not_relevant_are_not_scored(beir_dir: Path) -> None:
+    # q9 judged with relevance 0 only: no ranking could score it, so it must not
+    # pull every mean down; q1 keeps its 0 judgement (it matters for nDCG's ideal).
+    qrels = beir_dir / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text() + "q9\td1\t0\nq1\td1\t0\n")
+    ds = load_beir(beir_dir, "test")
+    assert sorted(ds.queries) == ["q1", "q2", "q3"]
+    assert sorted(ds.qrels) == ["q1", "q2", "q3"]
+    assert ds.qrels["q1"] == {"d2": 1, "d1": 0}
+
+
 def test_corpus_hash_follows_the_content(beir_dir: Path) -> None:
     before = load_beir(beir_dir, "test").corpus_hash
     path = beir_dir / "corpus.jsonl"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ragline.embed.base import Embedder, ModelFingerprint, Vectors
 from ragline.eval.beir import BeirDocument, load_beir
-from ragline.eval.index import MANIFEST, document_body, open_eval_index
+from ragline.eval.index import MANIFEST, document_body, indexed_text, open_eval_index
 from ragline.settings import Settings
 
 
@@ -74,3 +74,49 @@ def test_document_body_is_a_title_line_then_the_text() -> None:
     assert document_body(BeirDocument("1", "T", "Body.")) == "T\n\nBody."
     assert document_body(BeirDocument("2", "", "Body.")) == "Body."
     assert document_body(BeirDocument("3", "Only a title", " ")) == "Only a title"
+
+
+def test_marker_names_its_store(beir_dir: Path, tmp_path: Path, embedder: Embedder) -> None:
+    """The marker lives in the cache folder, the index where STORE_URL points: a
+    marker written for one store must not vouch for another one."""
+    ds = load_beir(beir_dir, "test")
+    corpus = list(ds.corpus.values())
+    counting = CountingEmbedder(embedder)
+    base = Settings(eval_cache_dir=tmp_path / "cache")
+    in_a = base.model_copy(update={"store_url": f"lance://{tmp_path / 'a'}"})
+    in_b = base.model_copy(update={"store_url": f"lance://{tmp_path / 'b'}"})
+
+    first = open_eval_index(corpus, ds.corpus_hash, "tiny", in_a, counting)
+    first.close()
+    marker = tmp_path / "cache" / first.key[:16] / MANIFEST
+    assert json.loads(marker.read_text())["store"] == f"lance://{tmp_path / 'a' / 'lance'}"
+
+    other = open_eval_index(corpus, ds.corpus_hash, "tiny", in_b, counting)
+    assert not other.reused and other.chunks == 5 and counting.passages == 10
+    other.close()
+    assert json.loads(marker.read_text())["store"] == f"lance://{tmp_path / 'b' / 'lance'}"
+
+    # Back in store a: the marker speaks for b, so a's index is checked document by
+    # document (its documents are all there: nothing is embedded again), not trusted.
+    back = open_eval_index(corpus, ds.corpus_hash, "tiny", in_a, counting)
+    assert not back.reused and back.chunks == 5 and counting.passages == 10
+    back.close()
+    assert json.loads(marker.read_text())["store"] == f"lance://{tmp_path / 'a' / 'lance'}"
+
+
+def test_indexed_text_is_what_chunk_offsets_refer_to(tmp_path: Path, embedder: Embedder) -> None:
+    """Citation spans are located in this text: with Windows line ends in the corpus,
+    the raw body is shifted against the chunks' offsets, the indexed text is not."""
+    doc = BeirDocument("w1", "Line ends", "First line.\r\nSecond line.\r\nThird line.")
+    index = open_eval_index(
+        [doc], "crlf", "crlf", Settings(eval_cache_dir=tmp_path / "cache"), embedder
+    )
+    try:
+        chunks = [h.chunk for h in index.rag.search("third line", mode="bm25").hits]
+    finally:
+        index.close()
+    assert chunks
+    for c in chunks:
+        assert "\r" not in c.text and c.text.endswith("Third line.")
+        assert indexed_text(doc)[c.start_char : c.end_char] == c.text
+        assert document_body(doc)[c.start_char : c.end_char] != c.text

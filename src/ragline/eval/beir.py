@@ -153,7 +153,8 @@ def load_beir(root: Path, split: str = "test") -> BeirDataset:
     """The dataset in ``root`` restricted to the queries judged in ``split``.
 
     Judged documents missing from the corpus are an error (the scores would be
-    wrong); judged queries missing from ``queries.jsonl`` are skipped and listed.
+    wrong); judged queries missing from ``queries.jsonl`` are skipped and listed;
+    queries with no judgement above 0 are left out (no ranking could score them).
     """
     if not root.is_dir():
         raise DatasetError(root, None, "not a folder")
@@ -174,13 +175,16 @@ def load_beir(root: Path, split: str = "test") -> BeirDataset:
                     f"query {qid!r} judges document {doc_id!r}, which is not in corpus.jsonl",
                 )
     skipped = sorted(q for q in qrels if q not in queries)
-    judged_queries = {q: queries[q] for q in queries if q in qrels}
+    # A query whose judgements are all "not relevant" has nothing to find: it would
+    # score 0 on every metric whatever the ranking, so it is not evaluated.
+    scored = {q for q, r in qrels.items() if q in queries and any(v > 0 for v in r.values())}
+    judged_queries = {q: queries[q] for q in queries if q in scored}
     return BeirDataset(
         root=root,
         split=split,
         corpus=corpus,
         queries=judged_queries,
-        qrels={q: r for q, r in qrels.items() if q in queries},
+        qrels={q: r for q, r in qrels.items() if q in scored},
         corpus_hash=corpus_hash,
         skipped_queries=skipped,
     )

@@ -37,7 +37,7 @@ from ragline.eval.answers import (
 )
 from ragline.eval.answers_run import run_answers
 from ragline.eval.beir import BeirDataset, BeirDocument, DatasetError, load_beir
-from ragline.eval.index import EvalIndex, document_body, open_eval_index
+from ragline.eval.index import EvalIndex, indexed_text, open_eval_index
 from ragline.eval.report import (
     answers_markdown,
     answers_table,
@@ -248,7 +248,7 @@ def _run_answers(
             results = run_answers(
                 claims,
                 data,
-                {d.id: document_body(d) for d in corpus},
+                {d.id: indexed_text(d) for d in corpus},
                 questions,
                 index,
                 progress=on_answer,

@@ -7,10 +7,12 @@ Embedder protocols are used: the evaluation runs unchanged on any store the
 settings choose.
 
 An index is identified by a key over the corpus hash, the model fingerprint and
-the chunker settings; it lives in its own tenant (``eval-<key>``) of a store
-rooted at ``eval_cache_dir/<key>``. A run whose key matches a complete earlier
-build reuses it; an interrupted build resumes (documents already written are
-skipped, writes are idempotent).
+the chunker settings; it lives in its own tenant (``eval-<key>``) of the store
+``STORE_URL`` names, which is LanceDB in ``eval_cache_dir/<key>`` when it is
+empty. The marker (``eval_cache_dir/<key>/eval-index.json``) records that
+store's location, so a run against another store never trusts it. A run whose
+key and store match a complete earlier build reuses it; an interrupted build
+resumes (documents already written are skipped, writes are idempotent).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ragline.ingest.parse.text import parse_text
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, check_model
+from ragline.store.factory import store_location
 from ragline.types import DocumentRecord
 
 #: Bump when the way documents are turned into chunks here changes.
@@ -106,6 +109,13 @@ def document_body(doc: BeirDocument) -> str:
     return doc.text if text else doc.title
 
 
+def indexed_text(doc: BeirDocument) -> str:
+    """The text the chunks' offsets refer to: :func:`document_body` as the text
+    parser normalises it (line ends, byte-order mark), so citation spans can be
+    located in it."""
+    return parse_text(document_body(doc), doc.id).body
+
+
 def _read_manifest(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -140,6 +150,7 @@ def open_eval_index(
     tenant = f"eval-{short}"
     folder = settings.eval_cache_dir / short
     eval_settings = settings.model_copy(update={"index_dir": folder, "tenant": tenant})
+    where = store_location(eval_settings).describe()  # no secrets: it is written down
     rag = Ragline(eval_settings, embedder=embedder)
     doc_of = {doc_id_for(tenant, source_for(corpus_name, d.id)): d.id for d in corpus}
     manifest_path = folder / MANIFEST
@@ -151,6 +162,7 @@ def open_eval_index(
             not rebuild
             and manifest is not None
             and manifest.get("key") == key
+            and manifest.get("store") == where
             and manifest.get("complete") is True
             and store.count_chunks({"tenant": tenant}) == manifest.get("chunks")
         ):
@@ -164,7 +176,9 @@ def open_eval_index(
                 seconds=time.perf_counter() - started,
                 doc_of=doc_of,
             )
-        _write_manifest(manifest_path, {"key": key, "complete": False, "corpus": corpus_name})
+        _write_manifest(
+            manifest_path, {"key": key, "store": where, "complete": False, "corpus": corpus_name}
+        )
         done = set() if rebuild else {r.doc_id for r in store.documents(tenant)}
         if rebuild:
             for record in store.documents(tenant):
@@ -175,6 +189,7 @@ def open_eval_index(
             manifest_path,
             {
                 "key": key,
+                "store": where,
                 "complete": True,
                 "corpus": corpus_name,
                 "documents": len(corpus),

@@ -96,12 +96,17 @@ def documents_of(hits: Sequence[Hit], doc_of: Mapping[str, str]) -> list[tuple[s
     return list(seen.items())
 
 
-def evaluate(qrels: Qrels, ranking: Ranking) -> dict[str, float]:
-    """Mean of each metric over the judged queries (a query with no ranking scores 0)."""
-    run = {
+def _run(ranking: Ranking) -> dict[str, dict[str, float]]:
+    """The ranking as an ir-measures run, scores strictly decreasing with rank."""
+    return {
         qid: {doc: float(len(docs) - i) for i, doc in enumerate(docs)}
         for qid, docs in ranking.items()
     }
+
+
+def evaluate(qrels: Qrels, ranking: Ranking) -> dict[str, float]:
+    """Mean of each metric over the judged queries (a query with no ranking scores 0)."""
+    run = _run(ranking)
     qrels_dict = {q: dict(r) for q, r in qrels.items()}
     sums = dict.fromkeys(METRIC_NAMES, 0.0)
     names = {str(m): name for name, m in MEASURES.items()}
@@ -113,10 +118,7 @@ def evaluate(qrels: Qrels, ranking: Ranking) -> dict[str, float]:
 
 def per_query(qrels: Qrels, ranking: Ranking, metric: str = "ndcg@10") -> dict[str, float]:
     """One metric per judged query (0 for queries without results)."""
-    run = {
-        qid: {doc: float(len(docs) - i) for i, doc in enumerate(docs)}
-        for qid, docs in ranking.items()
-    }
+    run = _run(ranking)
     values = dict.fromkeys(qrels, 0.0)
     for m in ir_measures.iter_calc([MEASURES[metric]], {q: dict(r) for q, r in qrels.items()}, run):
         values[m.query_id] = float(m.value)
