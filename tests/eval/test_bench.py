@@ -222,3 +222,15 @@ def test_word_windows_splice_and_pseudo_queries() -> None:
     assert all(4 <= len(q.split()) <= 10 for q in qs)
     with pytest.raises(ValueError, match="distinct queries"):
         pseudo_queries([Window("t", "c", "one two three four")], 5, seed=2)
+
+
+def test_bench_refuses_a_configured_store_url(tmp_path: Path, embedder: Embedder) -> None:
+    from ragline.eval.bench import BenchConfig, run_bench
+    from ragline.settings import Settings
+
+    target = tmp_path / "users-own-index"
+    settings = Settings(index_dir=tmp_path / "index", store_url=f"lance://{target}")
+    config = BenchConfig(scales=(60,), modes=("bm25",), queries=3, warmup=0, work_dir=tmp_path)
+    with pytest.raises(ValueError, match="STORE_URL"):
+        run_bench(settings, config, embedder)
+    assert not target.exists()  # nothing was written to the configured store

@@ -352,6 +352,14 @@ def run_bench(
 
     ``on_scale`` gets the report so far after each scale, so a long run (1M chunks
     on a small machine) leaves its finished scales behind even if it is stopped."""
+    if settings.store_url:
+        # Every scale writes up to a million synthetic rows into a throw-away index;
+        # pointed at a configured server, they would land in the user's own store.
+        raise ValueError(
+            f"ragline bench builds throw-away embedded indexes and cannot run with "
+            f"STORE_URL set ({settings.store_url.split('://')[0]}://…); unset it "
+            "(benchmarks/postgres_search.py measures PostgreSQL against a scratch server)"
+        )
     loads = [load_average()[0]]
     path = config.path if config.path is not None else _source_root(settings, embedder)
     if not path.exists():
