@@ -686,6 +686,15 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
         except StoreError as exc:
             raise engine_error(exc) from None
 
+    async def owned_document(doc_id: str, tenant: str) -> DocumentRecord:
+        """The tenant's document ``doc_id``; another tenant's is as absent as an unknown one."""
+        for rec in await tenant_documents(tenant):
+            if rec.doc_id == doc_id:
+                return rec
+        raise RequestProblem(
+            f"doc_id {doc_id!r}: no such document", status_code=404, field="doc_id"
+        )
+
     @app.get(
         "/api/documents", response_model=s.DocumentList, responses=ERROR_RESPONSES,
         tags=["documents"], summary="The caller's documents",
@@ -703,12 +712,7 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
         tags=["documents"], summary="One of the caller's documents",
     )  # fmt: skip
     async def get_document(doc_id: str, who: CallerDep) -> dict[str, Any]:
-        docs = {d.doc_id: d for d in await tenant_documents(who.tenant)}
-        rec = docs.get(doc_id)
-        if rec is None:  # another tenant's document is as absent as an unknown one
-            raise RequestProblem(
-                f"doc_id {doc_id!r}: no such document", status_code=404, field="doc_id"
-            )
+        rec = await owned_document(doc_id, who.tenant)
         uploads = await run_in_threadpool(state.uploads.by_tenant, who.tenant)
         return document_out(rec, uploads.get(doc_id))
 
@@ -718,11 +722,7 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
         tags=["documents"], summary="Remove one of the caller's documents from the index",
     )  # fmt: skip
     async def delete_document(doc_id: str, who: CallerDep) -> dict[str, Any]:
-        docs = {d.doc_id for d in await tenant_documents(who.tenant)}
-        if doc_id not in docs:
-            raise RequestProblem(
-                f"doc_id {doc_id!r}: no such document", status_code=404, field="doc_id"
-            )
+        await owned_document(doc_id, who.tenant)
 
         def remove() -> None:
             with state.write_lock:  # the file too: a re-upload must not find it half-gone
