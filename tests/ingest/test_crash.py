@@ -27,7 +27,10 @@ TOPICS = [
 ]
 
 
-def make_corpus(root: Path, files: int = 48) -> None:
+FILES = 96  # large enough that a loaded machine cannot finish the run between two polls
+
+
+def make_corpus(root: Path, files: int = FILES) -> None:
     for i in range(files):
         topic = TOPICS[i % len(TOPICS)]
         sections = "\n\n".join(
@@ -53,7 +56,12 @@ def test_kill_mid_ingest_then_rerun_completes_exactly(
     corpus.mkdir()
     make_corpus(corpus)
     index = tmp_path / "killed"
-    env = {**os.environ, "RAGLINE_WRITE_BATCH_CHUNKS": "8", "RAGLINE_INDEX_DIR": str(index)}
+    env = {
+        **os.environ,
+        "RAGLINE_WRITE_BATCH_CHUNKS": "8",
+        "RAGLINE_EMBED_THREADS": "1",
+        "RAGLINE_INDEX_DIR": str(index),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragline", "ingest", str(corpus)],
         env=env,
@@ -88,11 +96,11 @@ def test_kill_mid_ingest_then_rerun_completes_exactly(
 
     report = partial.ingest(corpus)
     assert report.failed == []
-    assert 0 < len(report.indexed) < 48  # only what the killed run had not recorded
+    assert 0 < len(report.indexed) < FILES  # only what the killed run had not recorded
 
     reference = make_rag(index=tmp_path / "reference")
     reference.ingest(corpus)
     got, want = snapshot(partial.store), snapshot(reference.store)  # type: ignore[arg-type]
     assert len({cid for _, cid, _ in got}) == len(got)  # no duplicates
     assert got == want  # nothing lost, nothing extra
-    assert len(partial.store.documents()) == 48
+    assert len(partial.store.documents()) == FILES
