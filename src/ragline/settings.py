@@ -134,6 +134,12 @@ class Settings(BaseSettings):
     ann_min_rows: int = Field(50_000, ge=0, description="Below this, vector search is exact.")
     ann_ef: int = Field(100, ge=1, le=10_000, description="HNSW ef at query time.")
     ann_nprobes: int = Field(20, ge=1, le=10_000)
+    ann_refine_factor: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="Approximate vector hits re-ranked at full precision, as a multiple of k.",
+    )
 
     # --- stores: where the index lives (see docs/scale.md) -----------------------------
     store_url: str = Field(

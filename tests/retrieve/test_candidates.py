@@ -139,6 +139,16 @@ def test_chunks_for_returns_stored_chunks_and_skips_unknown_ids(store: LanceStor
     assert store.chunks_for([]) == {}
 
 
+def test_chunks_with_vectors_reads_the_stored_vectors(store: LanceStore) -> None:
+    got = store.chunks_with_vectors(["storm", "nope", "river"])
+    assert set(got) == {"storm", "river"}
+    want = store.vectors_for(["storm", "river"])
+    for cid, (chunk, vec) in got.items():
+        assert chunk == store.chunks_for([cid])[cid]
+        assert vec.tolist() == want[cid].tolist()
+    assert store.chunks_with_vectors([]) == {}
+
+
 def test_load_chunks_drops_hits_deleted_since_the_search(
     tmp_path: Path, embedder: Embedder, make_chunk: Callable[..., Chunk]
 ) -> None:
@@ -151,5 +161,15 @@ def test_load_chunks_drops_hits_deleted_since_the_search(
     s.delete_document("a")
     loaded = load_chunks(hits, s)
     assert [h.chunk.id for h in loaded] == ["b"] and loaded[0].chunk.text == "text about b"
-    assert loaded[0].score == 0.0
+    assert loaded[0].score == 0.0 and loaded[0].vector_score is None
+
+    # with the query vector, a hit without a cosine gets it from the same read
+    qv = embedder.embed_query("text about b")
+    with_cos = load_chunks(hits, s, qv)
+    assert [h.chunk.id for h in with_cos] == ["b"]
+    stored = s.vectors_for(["b"])["b"]
+    assert with_cos[0].vector_score == pytest.approx(float(stored @ qv.reshape(-1)), abs=1e-6)
+    assert (with_cos[0].vector_score or 0.0) > 0.5
+    kept = load_chunks([Hit(chunk=make_chunk("b", text=""), score=1.0, vector_score=0.25)], s, qv)
+    assert kept[0].vector_score == 0.25  # a cosine the search gave is kept
     s.close()

@@ -217,6 +217,7 @@ def _settings_summary(s: Settings, store_kind: str, model: str) -> dict[str, Any
         "relevance_threshold": s.relevance_threshold,
         "ann_min_rows": s.ann_min_rows,
         "ann_nprobes": s.ann_nprobes,
+        "ann_refine_factor": s.ann_refine_factor,
         "tenant": s.tenant,
     }
 
@@ -522,7 +523,8 @@ def render_markdown(r: BenchReport, command: str) -> str:
         f"(max {s['chunk_max_tokens']} tokens), write batch {s['write_batch_chunks']}; merge "
         f"{s['merge']} (k={s['rrf_k']}), candidates {s['candidates']}, threshold "
         f"{s['relevance_threshold']}, ann_min_rows {s['ann_min_rows']}, ann_nprobes "
-        f"{s['ann_nprobes']}; top_k {d['top_k']}, no neighbour expansion",
+        f"{s['ann_nprobes']}, ann_refine_factor {s.get('ann_refine_factor', 4)}; "
+        f"top_k {d['top_k']}, no neighbour expansion",
         f"- synthetic chunks: {d['how']}",
         f"- queries: {d['query_source']}; {d['warmup']} warm-up per mode and path, then "
         f"{d['queries']} measured",

@@ -110,7 +110,12 @@ def candidate_hits(pairs: list[tuple[str, float]], kind: Literal["vector", "keyw
     return [Hit(chunk=placeholder_chunk(i), score=s, keyword_score=s) for i, s in pairs]
 
 
-_CANDIDATE_METHODS = ("vector_candidates", "keyword_candidates", "chunks_for")
+_CANDIDATE_METHODS = (
+    "vector_candidates",
+    "keyword_candidates",
+    "chunks_for",
+    "chunks_with_vectors",
+)
 
 
 def as_candidate_store(store: Store) -> CandidateStore | None:
@@ -126,13 +131,34 @@ def as_candidate_store(store: Store) -> CandidateStore | None:
     return None
 
 
-def load_chunks(hits: list[Hit], store: CandidateStore) -> list[Hit]:
-    """The hits with their stored chunks, in one ``chunks_for`` call. A hit whose chunk
-    was deleted since the search is dropped (it can no longer be shown or cited)."""
+def load_chunks(
+    hits: list[Hit], store: CandidateStore, query_vector: Vectors | None = None
+) -> list[Hit]:
+    """The hits with their stored chunks, in one store call. A hit whose chunk was
+    deleted since the search is dropped (it can no longer be shown or cited).
+
+    With ``query_vector``, hits that lack a cosine get one from the vector read in the
+    same call (what :func:`fill_vector_scores` does with a call of its own).
+    """
     if not hits:
         return hits
-    chunks = store.chunks_for([h.chunk.id for h in hits])
-    return [replace(h, chunk=chunks[h.chunk.id]) for h in hits if h.chunk.id in chunks]
+    ids = [h.chunk.id for h in hits]
+    if query_vector is None or all(h.vector_score is not None for h in hits):
+        chunks = store.chunks_for(ids)
+        return [replace(h, chunk=chunks[h.chunk.id]) for h in hits if h.chunk.id in chunks]
+    stored = store.chunks_with_vectors(ids)
+    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    out: list[Hit] = []
+    for h in hits:
+        found = stored.get(h.chunk.id)
+        if found is None:
+            continue
+        chunk, vec = found
+        cosine = h.vector_score
+        if cosine is None:
+            cosine = float(np.asarray(vec, dtype=np.float32).reshape(-1) @ q)
+        out.append(replace(h, chunk=chunk, vector_score=cosine))
+    return out
 
 
 def apply_threshold(hits: list[Hit], threshold: float) -> list[Hit]:
@@ -233,7 +259,10 @@ class Retriever:
         else:
             hits = vector_hits if mode == "vector" else keyword_hits
 
-        if qvec is not None and mode != "vector":
+        # Without a threshold or reranker, the cosines only the returned hits need come
+        # with their chunks in one read (CandidateStore); otherwise from their own call.
+        cosines_on_load = ranked is not None and threshold <= 0 and not rerank
+        if qvec is not None and mode != "vector" and not cosines_on_load:
             # Only hits that can still reach the output need a cosine: all of them
             # when a threshold may drop some, else the head the reranker or the cut sees.
             reach = len(hits) if threshold > 0 else (rerank_depth if rerank else top_k)
@@ -244,7 +273,8 @@ class Retriever:
         clock.lap("threshold")
 
         if ranked is not None:
-            hits = load_chunks(hits[: rerank_depth if rerank else top_k], ranked)
+            head = hits[: rerank_depth if rerank else top_k]
+            hits = load_chunks(head, ranked, qvec if cosines_on_load else None)
             clock.lap({"hybrid": "fusion", "vector": "vector", "bm25": "keyword"}[mode])
 
         if rerank:

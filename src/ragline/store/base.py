@@ -276,8 +276,8 @@ class Store(Protocol):
 class CandidateStore(Store, Protocol):
     """Optional capability: rank candidates by id, load chunks afterwards.
 
-    Retrieval asks for ``candidates`` (100) hits per retriever but returns ``top_k``
-    (10); a store that implements these three calls lets it fuse and threshold on
+    Retrieval asks for ``candidates`` (200) hits per retriever but returns ``top_k``
+    (10); a store that implements these four calls lets it fuse and threshold on
     (id, score) pairs and load whole chunks only for the hits it returns, which
     roughly halves a hybrid search on LanceDB. Stores without them keep working
     through ``vector_search`` / ``keyword_search``.
@@ -301,4 +301,9 @@ class CandidateStore(Store, Protocol):
 
     def chunks_for(self, ids: Sequence[str]) -> dict[str, Chunk]:
         """id → stored chunk for the given ids (ids no longer stored are absent)."""
+        ...
+
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        """:meth:`chunks_for` with each chunk's vector, in the same single read, so the
+        cosines keyword-only hits lack cost no second round trip."""
         ...

@@ -60,6 +60,7 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
         ann_min_rows=settings.ann_min_rows,
         ann_ef=settings.ann_ef,
         ann_nprobes=settings.ann_nprobes,
+        ann_refine_factor=settings.ann_refine_factor,
     )
 
 

@@ -445,7 +445,7 @@ class LanceStore:
         ann_min_rows: int = 50_000,
         ann_ef: int = 100,
         ann_nprobes: int = 20,
-        ann_refine_factor: int = 4,
+        ann_refine_factor: int = 2,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -836,11 +836,24 @@ class LanceStore:
     def chunks_for(self, ids: Sequence[str]) -> dict[str, Chunk]:
         """The stored chunks of the given ids (one ``id IN (…)`` query); ids no longer
         stored are absent."""
-        if not ids:
+        rows = self._rows_for(ids, list(CHUNK_COLUMNS))
+        return {} if rows is None else {c.id: c for c in arrow_to_chunks(rows)}
+
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        """:meth:`chunks_for` plus each chunk's vector: the same query, one more column
+        (≈ 0.1 ms of a ≈ 4 ms read at 100k rows, where a second query costs ≈ 2 ms)."""
+        rows = self._rows_for(ids, [*CHUNK_COLUMNS, "vector"])
+        if rows is None:
             return {}
+        vecs = arrow_vectors(rows, self._dimension)
+        return {c.id: (c, v) for c, v in zip(arrow_to_chunks(rows), vecs, strict=True)}
+
+    def _rows_for(self, ids: Sequence[str], columns: list[str]) -> pa.Table | None:
+        if not ids:
+            return None
         unique = list(dict.fromkeys(ids))
-        query = self._table().query().where(sql_in_list("id", unique)).select(list(CHUNK_COLUMNS))
-        return {c.id: c for c in arrow_to_chunks(_run(query.to_arrow()))}
+        query = self._table().query().where(sql_in_list("id", unique)).select(columns)
+        return _run(query.to_arrow())
 
     # ------------------------------------------------------------ maintenance
 

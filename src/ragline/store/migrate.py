@@ -329,6 +329,7 @@ def open_existing(location: StoreLocation, settings: Settings) -> Store:
             ann_min_rows=settings.ann_min_rows,
             ann_ef=settings.ann_ef,
             ann_nprobes=settings.ann_nprobes,
+            ann_refine_factor=settings.ann_refine_factor,
         )
     # PostgreSQL and Qdrant read their stored dimension when they open; this one only
     # shapes a store that did not exist, which migrate_index then refuses as empty.
