@@ -18,6 +18,54 @@ from ragline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 
+# --------------------------------------------------------------- citation audit
+# Every answer the answerer builds during the whole run (engine, CLI, HTTP, OpenAI
+# endpoint, streaming) is recorded; at the end each citation must name a chunk of that
+# answer's own context and sit on its "[n]" marker. A violation fails the run.
+_ANSWERS: list[Any] = []
+
+
+def _citation_problems(answer: Any) -> list[str]:
+    context = {cid for s in answer.sources for cid in s.chunk_ids}
+    numbers = {s.number for s in answer.sources}
+    problems = []
+    for c in answer.citations:
+        if c.chunk_id not in context or c.number not in numbers:
+            problems.append(f"{answer.question!r}: [{c.number}] {c.chunk_id} is not in the context")
+        elif answer.text[c.start : c.end] != f"[{c.number}]":
+            problems.append(f"{answer.question!r}: [{c.number}] is not at {c.start}..{c.end}")
+    return problems
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_citation_points_into_its_context() -> Iterator[None]:
+    import ragline.answer.answerer as answerer
+
+    real = answerer.Answer
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        answer = real(*args, **kwargs)
+        _ANSWERS.append(answer)
+        return answer
+
+    answerer.Answer = recording  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        answerer.Answer = real  # type: ignore[misc]
+    problems = [p for a in _ANSWERS for p in _citation_problems(a)]
+    assert not problems, problems[:20]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _ANSWERS:
+        cited = sum(len(a.citations) for a in _ANSWERS)
+        bad = sum(len(_citation_problems(a)) for a in _ANSWERS)
+        terminalreporter.write_line(
+            f"citation audit: {len(_ANSWERS)} answers, {cited} citations, "
+            f"{cited - bad} in their context ({bad} outside)"
+        )
+
 
 def _shared_data() -> Path:
     env = os.environ.get("RAGLINE_SHARED_DATA")
