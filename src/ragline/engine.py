@@ -119,14 +119,17 @@ class Ragline:
         tenant: str | None = None,
         chunker: ChunkerName | None = None,
         progress: ProgressCallback | None = None,
+        title: str | None = None,
     ) -> IngestReport:
-        """Sync ``path`` into the index; the report is also saved as JSON."""
+        """Sync ``path`` into the index; the report is also saved as JSON.
+
+        ``title``: the title of a single file that has none of its own."""
         counter = TokenCounter()
         settings = self.settings
         if chunker and chunker != settings.chunker:
             settings = settings.model_copy(update={"chunker": chunker})
         indexer = Indexer(self.store, self.embedder, settings, make_chunker(settings, counter))
-        report = indexer.sync(path, tenant=tenant, progress=progress)
+        report = indexer.sync(path, tenant=tenant, progress=progress, title=title)
         report.save(self.reports_dir)
         return report
 

@@ -120,6 +120,22 @@ def test_text_long_first_line_falls_back_to_stem() -> None:
     assert doc.title == "long-line"
 
 
+@pytest.mark.parametrize(
+    ("name", "data", "title"),
+    [
+        ("a1b2c3.md", b"Some text without a heading.\n", "Client name"),
+        ("a1b2c3.md", b"# Own heading\n\nText.\n", "Own heading"),
+        ("a1b2c3.md", b"---\ntitle: Front matter\n---\nText.\n", "Front matter"),
+        ("a1b2c3.txt", ("word " * 40 + "\n\nmore").encode(), "Client name"),
+        ("a1b2c3.txt", b"Short first line\n\nBody.\n", "Short first line"),
+    ],
+)
+def test_default_title_only_replaces_the_file_stem(name: str, data: bytes, title: str) -> None:
+    doc = parse_file(Path(name), data, max_bytes=10_000, default_title="Client name")
+    assert doc.title == title
+    assert parse_file(Path(name), data, max_bytes=10_000).title in {title, "a1b2c3"}
+
+
 # -- HTML -------------------------------------------------------------------------
 
 PAGE = b"""<!doctype html>

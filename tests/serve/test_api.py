@@ -141,6 +141,18 @@ def test_upload_list_read_delete_keeps_other_documents(docs_server: LiveServer) 
         assert_error(c.delete(f"/api/documents/{doc_id}"), 404)
 
 
+def test_upload_without_a_title_is_titled_by_its_client_name(docs_server: LiveServer) -> None:
+    text = "Wombat burrows face north so the morning sun dries the tunnel floor.\n\nMore.\n"
+    with docs_server.client() as c:
+        up = c.post("/api/documents", files={"file": ("Wombat field notes.md", text.encode())})
+        assert up.status_code == 200, up.text
+        doc = up.json()["document"]
+        assert doc["title"] == "Wombat field notes"  # not the content hash it is stored under
+        hits = c.post("/api/search", json={"query": "wombat burrows morning sun"}).json()["hits"]
+        assert hits[0]["doc_id"] == doc["doc_id"] and hits[0]["title"] == "Wombat field notes"
+        assert c.delete(f"/api/documents/{doc['doc_id']}").status_code == 200
+
+
 def test_upload_checks_type_and_size(docs_server: LiveServer) -> None:
     limit = docs_server.settings.max_upload_bytes
     with docs_server.client() as c:

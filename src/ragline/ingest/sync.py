@@ -113,11 +113,18 @@ class Indexer:
         *,
         tenant: str | None = None,
         progress: ProgressCallback | None = None,
+        title: str | None = None,
     ) -> IngestReport:
+        """Bring the index in line with ``root`` (a folder or one file) for ``tenant``.
+
+        ``title`` names a single file that has no title of its own (see
+        :func:`~ragline.ingest.parse.parse_file`); it is ignored for folders.
+        """
         started = time.perf_counter()
         tenant = tenant or self.settings.tenant
         root = root.resolve()
         base = root if root.is_dir() else root.parent
+        default_title = None if root.is_dir() else title
         report = IngestReport(
             root=root.as_posix(),
             tenant=tenant,
@@ -160,7 +167,7 @@ class Indexer:
         for state in plan.to_index:
             rel = state.path.relative_to(base).as_posix()
             try:
-                item = self._prepare(state, rel, base, tenant, indexed, report)
+                item = self._prepare(state, rel, base, tenant, indexed, report, default_title)
             except IngestError as e:
                 report.failed.append(FileFailure(rel, e.reason, e.line))
                 item = None
@@ -209,11 +216,17 @@ class Indexer:
         tenant: str,
         indexed: dict[str, DocumentRecord],
         report: IngestReport,
+        default_title: str | None = None,
     ) -> _Pending:
         t0 = time.perf_counter()
         data = state.path.read_bytes()
         file_hash = _hash_bytes(data)  # the file may have changed since it was hashed
-        doc = parse_file(state.path, data, max_bytes=self.settings.max_file_bytes)
+        doc = parse_file(
+            state.path,
+            data,
+            max_bytes=self.settings.max_file_bytes,
+            default_title=default_title,
+        )
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
         t2 = time.perf_counter()

@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Annotated, Any, cast
 
 import anyio.to_thread
@@ -772,7 +772,9 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
                 tmp = path.with_name(f".{name.stored}.part")
                 tmp.write_bytes(data)
                 tmp.replace(path)
-            report = engine.ingest(path, tenant=tenant)
+            # Stored under a content hash; a file without a title of its own is
+            # titled by the name the client gave it, not by the hash.
+            report = engine.ingest(path, tenant=tenant, title=PurePath(name.original).stem)
             if report.failed:
                 if not report.skipped:
                     path.unlink(missing_ok=True)

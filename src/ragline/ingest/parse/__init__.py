@@ -7,6 +7,7 @@ binary content, UTF-8), so each parser only deals with its own syntax.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ragline.ingest.errors import IngestError
@@ -43,8 +44,14 @@ __all__ = [
 ]
 
 
-def parse_file(path: Path, data: bytes, *, max_bytes: int) -> ParsedDocument:
+def parse_file(
+    path: Path, data: bytes, *, max_bytes: int, default_title: str | None = None
+) -> ParsedDocument:
     """Parse ``data`` (the content of ``path``) by the file's suffix.
+
+    A document with no title of its own (no front matter title, H1, ``<title>`` or
+    first line) is titled ``default_title`` when one is given, else the file's stem:
+    an upload stored under a content hash keeps its client's name as its title.
 
     Raises :class:`IngestError` naming the file (and line, where there is one)
     for files that are too large, empty, binary, not UTF-8, malformed, or that
@@ -71,6 +78,8 @@ def parse_file(path: Path, data: bytes, *, max_bytes: int) -> ParsedDocument:
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:
         raise IngestError(source, None, f"no text to index in this {doc.format} file")
+    if default_title and doc.title == path.stem:  # every parser's last resort
+        doc = replace(doc, title=default_title)
     return doc
 
 
