@@ -202,3 +202,16 @@ def test_sqlite_limiter_lets_requests_through_when_storage_fails(
         blocker._conn.execute("ROLLBACK")
         blocker.close()
         rl.close()
+
+
+def test_several_workers_share_an_in_memory_limit_through_the_index_folder(
+    tmp_path: Path,
+) -> None:
+    from ragline.serve.cli import shared_rate_limit_backend
+
+    def backend(**kw: object) -> str:
+        return shared_rate_limit_backend(Settings(index_dir=tmp_path, **kw))  # type: ignore[arg-type]
+
+    assert backend() == str(tmp_path / "ratelimit.sqlite3")
+    assert backend(rate_limit_backend="/srv/rl.sqlite3") == "/srv/rl.sqlite3"
+    assert backend(rate_limit_per_minute=0) == "memory"  # no limit, nothing to share

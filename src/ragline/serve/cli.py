@@ -22,8 +22,8 @@ def serve(
         int | None,
         typer.Option(
             "--workers",
-            help="Worker processes; each loads the model. Set RATE_LIMIT_BACKEND to a SQLite "
-            "file so the rate limit is shared.",
+            help="Worker processes; each loads the model. They share one rate limit through "
+            "a SQLite file (RAGLINE_RATE_LIMIT_BACKEND; default <index>/ratelimit.sqlite3).",
         ),
     ] = None,
     index: Annotated[
@@ -56,6 +56,12 @@ def serve(
         import os
 
         os.environ["RAGLINE_INDEX_DIR"] = str(settings.index_dir)
+        backend = shared_rate_limit_backend(settings)
+        if backend != settings.rate_limit_backend:
+            os.environ["RAGLINE_RATE_LIMIT_BACKEND"] = backend
+            typer.echo(
+                f"rate limit shared by the {settings.serve_workers} workers through {backend}"
+            )
         uvicorn.run(
             "ragline.serve.cli:app_from_env",
             factory=True,
@@ -70,6 +76,15 @@ def serve(
     uvicorn.run(
         create_app(settings), host=settings.serve_host, port=settings.serve_port, proxy_headers=True
     )
+
+
+def shared_rate_limit_backend(settings: Settings) -> str:
+    """The limiter backend for several worker processes: the configured one, except
+    that an in-memory limiter (one count per process, so N workers would admit N ×
+    the limit) becomes a SQLite file in the index folder that every worker shares."""
+    if settings.rate_limit_backend != "memory" or settings.rate_limit_per_minute == 0:
+        return settings.rate_limit_backend
+    return str(Path(settings.index_dir) / "ratelimit.sqlite3")
 
 
 def app_from_env() -> object:
