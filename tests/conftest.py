@@ -20,18 +20,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------- citation audit
 # Every answer the answerer builds during the whole run (engine, CLI, HTTP, OpenAI
-# endpoint, streaming) is recorded; at the end each citation must name a chunk of that
-# answer's own context and sit on its "[n]" marker. A violation fails the run.
+# endpoint, streaming) is recorded; at the end each citation [n] must name a chunk of
+# context block n of that answer and sit on its "[n]" marker. A violation fails the run.
 _ANSWERS: list[Any] = []
 
 
 def _citation_problems(answer: Any) -> list[str]:
-    context = {cid for s in answer.sources for cid in s.chunk_ids}
-    numbers = {s.number for s in answer.sources}
+    blocks = {s.number: set(s.chunk_ids) for s in answer.sources}
     problems = []
     for c in answer.citations:
-        if c.chunk_id not in context or c.number not in numbers:
-            problems.append(f"{answer.question!r}: [{c.number}] {c.chunk_id} is not in the context")
+        if c.chunk_id not in blocks.get(c.number, ()):
+            problems.append(
+                f"{answer.question!r}: [{c.number}] {c.chunk_id} is not in block {c.number}"
+            )
         elif answer.text[c.start : c.end] != f"[{c.number}]":
             problems.append(f"{answer.question!r}: [{c.number}] is not at {c.start}..{c.end}")
     return problems

@@ -144,6 +144,19 @@ def test_generator_citing_a_block_that_does_not_exist_is_corrected(
     assert all(ans.text[c.start : c.end] == f"[{c.number}]" for c in ans.citations)
 
 
+def test_citation_offsets_follow_the_trimmed_answer_text(
+    five_hits: list[Hit], cache: EmbeddingCache
+) -> None:
+    # A model that opens with blank space: the answer text is trimmed, and the
+    # citations must still sit on their markers in it.
+    gen = ScriptedGenerator("\n  Dropout zeroes a random fraction ", "of the activations [1].\n")
+    a, _ = answerer(five_hits, gen, cache)
+    ans = final(list(a.stream("What does dropout do?")))
+    assert ans.text.startswith("Dropout") and ans.text.endswith("[1].")
+    (c,) = ans.citations
+    assert ans.text[c.start : c.end] == "[1]"
+
+
 @pytest.mark.parametrize("policy", ["flag", "remove"])
 def test_unsupported_citation_is_flagged_or_removed(
     policy: str, five_hits: list[Hit], cache: EmbeddingCache

@@ -83,6 +83,7 @@ def test_kill_mid_ingest_then_rerun_completes_exactly(
             if reader is not None and reader.documents():
                 break
         assert proc.poll() is None, "ingest ended before it could be killed"
+        assert reader is not None and reader.documents(), "no document recorded within 240 s"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

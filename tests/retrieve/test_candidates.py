@@ -132,6 +132,18 @@ def test_candidates_match_searches_under_a_filter(store: LanceStore, embedder: E
     assert store.keyword_candidates("?!", 5) == []
 
 
+def test_hybrid_candidates_are_both_searches_at_once(store: LanceStore, embedder: Embedder) -> None:
+    for q in QUERIES:
+        qv = embedder.embed_query(q)
+        for flt in (None, {"chapter": "water"}):
+            vec, kw, ms = store.hybrid_candidates(qv, q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
+            assert vec == store.vector_candidates(qv, 5, flt)  # type: ignore[arg-type]
+            assert kw == store.keyword_candidates(q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
+            assert vec and set(ms) == {"vector", "keyword"} and ms["vector"] > 0
+    assert store.hybrid_candidates(embedder.embed_query("x"), "?!", 5)[1] == []
+    assert store.hybrid_candidates(embedder.embed_query("x"), "rock", 0)[:2] == ([], [])
+
+
 def test_chunks_for_returns_stored_chunks_and_skips_unknown_ids(store: LanceStore) -> None:
     got = store.chunks_for(["river", "nope", "river", "storm"])
     assert set(got) == {"river", "storm"}
@@ -147,6 +159,46 @@ def test_chunks_with_vectors_reads_the_stored_vectors(store: LanceStore) -> None
         assert chunk == store.chunks_for([cid])[cid]
         assert vec.tolist() == want[cid].tolist()
     assert store.chunks_with_vectors([]) == {}
+
+
+class ThreeCalls:
+    """A CandidateStore with only the three required calls (no chunks_with_vectors)."""
+
+    def __init__(self, inner: LanceStore) -> None:
+        self.inner = inner
+
+    def vector_candidates(self, *a: Any) -> list[tuple[str, float]]:
+        return self.inner.vector_candidates(*a)
+
+    def keyword_candidates(self, *a: Any) -> list[tuple[str, float]]:
+        return self.inner.keyword_candidates(*a)
+
+    def chunks_for(self, ids: Sequence[str]) -> dict[str, Chunk]:
+        return self.inner.chunks_for(ids)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "chunks_with_vectors":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_a_candidate_store_without_chunks_with_vectors_gets_the_same_cosines(
+    store: LanceStore, embedder: Embedder
+) -> None:
+    three = ThreeCalls(store)
+    assert as_candidate_store(three) is three  # type: ignore[arg-type]
+    s = settings(candidates=2)  # so keyword-only hits reach the top 3 and need a cosine
+    full = Retriever(store, embedder, s)
+    plain = Retriever(three, embedder, s)  # type: ignore[arg-type]
+    keyword_only = 0
+    for q in QUERIES:
+        a = full.search(q, mode="hybrid", top_k=3)
+        b = plain.search(q, mode="hybrid", top_k=3)
+        assert summary(a.hits) == summary(b.hits), q
+        assert all(h.vector_score is not None for h in b.hits)
+        vector_ids = {i for i, _ in store.vector_candidates(embedder.embed_query(q), 2)}
+        keyword_only += sum(h.chunk.id not in vector_ids for h in b.hits)
+    assert keyword_only > 0
 
 
 def test_load_chunks_drops_hits_deleted_since_the_search(

@@ -365,7 +365,11 @@ def test_timings_cover_every_stage(lance: Store, minilm: OnnxEmbedder) -> None:
     assert all(math.isfinite(v) and v >= 0.0 for v in t.values())
     for stage in ("embed", "vector", "keyword", "fusion", "expand"):
         assert t[stage] > 0.0, stage
-    assert t["total"] >= sum(v for k, v in t.items() if k != "total") - 1e-9
+    # LanceDB runs a hybrid search's vector and keyword queries concurrently: each
+    # stage holds its own query's time, and only the longer of the two adds up.
+    serial = sum(v for k, v in t.items() if k not in {"total", "vector", "keyword"})
+    assert t["total"] >= serial + max(t["vector"], t["keyword"]) - 1e-9
+    assert t["total"] < serial + t["vector"] + t["keyword"] + 50.0
     assert result.to_dict()["timings_ms"].keys() == set(TIMING_KEYS)
 
 

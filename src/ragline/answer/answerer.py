@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from ragline.answer.citations import CitationTracker, EmbedTexts, SupportVerifier
@@ -264,7 +265,11 @@ class Answerer:
         v0 = time.perf_counter()
         resolved = tracker.finish()
         timings["verify"] = verify_ms + (time.perf_counter() - v0) * 1000.0
+        # Citation offsets index the text as generated; trimming its leading blank
+        # space (a model may open with "\n") shifts them by as much.
+        lead = len(resolved.text) - len(resolved.text.lstrip())
         text = resolved.text.strip()
+        citations = [replace(c, start=c.start - lead, end=c.end - lead) for c in resolved.citations]
         fallback = False
         if not text and error is None:  # nothing in the context was answer-worthy
             text, fallback = FALLBACK_ANSWER, True
@@ -275,7 +280,7 @@ class Answerer:
         answer = Answer(
             question=q,
             text=text,
-            citations=resolved.citations,
+            citations=citations,
             sources=[b.source() for b in context.blocks],
             confidence=confidence,
             generator=self.generator.name,

@@ -19,7 +19,7 @@ from ragline.retrieve.expand import expand_neighbours
 from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
-from ragline.store.base import CandidateStore, Store
+from ragline.store.base import CandidateStore, ChunkVectorReader, HybridCandidateReader, Store
 from ragline.types import Chunk, Filters, Hit, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
@@ -48,6 +48,13 @@ class _Clock:
         now = time.perf_counter()
         self.ms[stage] += (now - self._t) * 1000.0
         self._t = now
+
+    def overlapped(self, stages: dict[str, float]) -> None:
+        """Charge stages that ran concurrently their own times (which may sum to more
+        than the time since the previous lap) and start the next lap now."""
+        for stage, ms in stages.items():
+            self.ms[stage] += ms
+        self._t = time.perf_counter()
 
     def stop(self) -> dict[str, float]:
         self.ms["total"] = (time.perf_counter() - self._start) * 1000.0
@@ -110,12 +117,12 @@ def candidate_hits(pairs: list[tuple[str, float]], kind: Literal["vector", "keyw
     return [Hit(chunk=placeholder_chunk(i), score=s, keyword_score=s) for i, s in pairs]
 
 
-_CANDIDATE_METHODS = (
-    "vector_candidates",
-    "keyword_candidates",
-    "chunks_for",
-    "chunks_with_vectors",
-)
+_CANDIDATE_METHODS = ("vector_candidates", "keyword_candidates", "chunks_for")
+
+
+def _has(store: object, method: str) -> bool:
+    """Whether the store's class (not a forwarding wrapper's ``__getattr__``) has it."""
+    return callable(getattr(type(store), method, None))
 
 
 def as_candidate_store(store: Store) -> CandidateStore | None:
@@ -125,8 +132,7 @@ def as_candidate_store(store: Store) -> CandidateStore | None:
     ``vector_search`` (to log, or to restrict access) and forwards other attributes
     with ``__getattr__`` must not be bypassed through forwarded candidate calls.
     """
-    cls = type(store)
-    if all(callable(getattr(cls, m, None)) for m in _CANDIDATE_METHODS):
+    if all(_has(store, m) for m in _CANDIDATE_METHODS):
         return cast(CandidateStore, store)
     return None
 
@@ -137,16 +143,19 @@ def load_chunks(
     """The hits with their stored chunks, in one store call. A hit whose chunk was
     deleted since the search is dropped (it can no longer be shown or cited).
 
-    With ``query_vector``, hits that lack a cosine get one from the vector read in the
-    same call (what :func:`fill_vector_scores` does with a call of its own).
+    With ``query_vector``, hits that lack a cosine get one: from the vectors read in the
+    same call when the store has ``chunks_with_vectors`` (:class:`ChunkVectorReader`),
+    else from a :func:`fill_vector_scores` call of their own.
     """
     if not hits:
         return hits
     ids = [h.chunk.id for h in hits]
-    if query_vector is None or all(h.vector_score is not None for h in hits):
+    one_read = _has(store, "chunks_with_vectors")
+    if query_vector is None or all(h.vector_score is not None for h in hits) or not one_read:
         chunks = store.chunks_for(ids)
-        return [replace(h, chunk=chunks[h.chunk.id]) for h in hits if h.chunk.id in chunks]
-    stored = store.chunks_with_vectors(ids)
+        loaded = [replace(h, chunk=chunks[h.chunk.id]) for h in hits if h.chunk.id in chunks]
+        return loaded if query_vector is None else fill_vector_scores(loaded, query_vector, store)
+    stored = cast(ChunkVectorReader, store).chunks_with_vectors(ids)
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     out: list[Hit] = []
     for h in hits:
@@ -233,7 +242,16 @@ class Retriever:
         ranked = as_candidate_store(store)
         vector_hits: list[Hit] = []
         keyword_hits: list[Hit] = []
-        if mode != "bm25":
+        both = mode == "hybrid" and ranked is not None and _has(store, "hybrid_candidates")
+        if both:  # one call: a store that runs the two searches concurrently
+            assert qvec is not None
+            vpairs, kpairs, ms = cast(HybridCandidateReader, store).hybrid_candidates(
+                qvec, query, depth, scope, s.boosts
+            )
+            vector_hits = candidate_hits(vpairs, "vector")
+            keyword_hits = candidate_hits(kpairs, "keyword")
+            clock.overlapped({"vector": ms["vector"], "keyword": ms["keyword"]})
+        if mode != "bm25" and not both:
             assert qvec is not None
             if ranked is not None:
                 pairs = ranked.vector_candidates(qvec, depth, scope)
@@ -241,7 +259,7 @@ class Retriever:
             else:
                 vector_hits = store.vector_search(qvec, depth, scope)
             clock.lap("vector")
-        if mode != "vector":
+        if mode != "vector" and not both:
             if ranked is not None:
                 pairs = ranked.keyword_candidates(query, depth, scope, s.boosts)
                 keyword_hits = candidate_hits(pairs, "keyword")

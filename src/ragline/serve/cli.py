@@ -82,7 +82,7 @@ def shared_rate_limit_backend(settings: Settings) -> str:
     """The limiter backend for several worker processes: the configured one, except
     that an in-memory limiter (one count per process, so N workers would admit N ×
     the limit) becomes a SQLite file in the index folder that every worker shares."""
-    if settings.rate_limit_backend != "memory" or settings.rate_limit_per_minute == 0:
+    if settings.rate_limit_backend.strip() != "memory" or settings.rate_limit_per_minute == 0:
         return settings.rate_limit_backend
     return str(Path(settings.index_dir) / "ratelimit.sqlite3")
 

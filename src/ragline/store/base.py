@@ -277,7 +277,7 @@ class CandidateStore(Store, Protocol):
     """Optional capability: rank candidates by id, load chunks afterwards.
 
     Retrieval asks for ``candidates`` (200) hits per retriever but returns ``top_k``
-    (10); a store that implements these four calls lets it fuse and threshold on
+    (10); a store that implements these three calls lets it fuse and threshold on
     (id, score) pairs and load whole chunks only for the hits it returns, which
     roughly halves a hybrid search on LanceDB. Stores without them keep working
     through ``vector_search`` / ``keyword_search``.
@@ -303,7 +303,29 @@ class CandidateStore(Store, Protocol):
         """id → stored chunk for the given ids (ids no longer stored are absent)."""
         ...
 
+
+class HybridCandidateReader(Protocol):
+    """Optional on a :class:`CandidateStore`: both candidate searches in one call, so a
+    store that can run them concurrently saves the shorter one's time."""
+
+    def hybrid_candidates(
+        self,
+        query_vector: Vectors,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]], dict[str, float]]:
+        """(vector pairs, keyword pairs, {"vector": ms, "keyword": ms}): what
+        ``vector_candidates`` and ``keyword_candidates`` return, and each one's time."""
+        ...
+
+
+class ChunkVectorReader(Protocol):
+    """Optional on a :class:`CandidateStore`: :meth:`CandidateStore.chunks_for` with
+    each chunk's vector in the same single read, so the cosines keyword-only hits lack
+    cost no second round trip (without it they come from ``vectors_for``)."""
+
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
-        """:meth:`chunks_for` with each chunk's vector, in the same single read, so the
-        cosines keyword-only hits lack cost no second round trip."""
+        """id → (stored chunk, its vector) for the given ids (unknown ids are absent)."""
         ...
