@@ -362,6 +362,11 @@ def _write_atomic(path: Path, text: str) -> None:
             os.close(fd)
 
 
+def _rows(search: Any) -> pa.Table | None:
+    """Run a LanceDB query built by the store (None: nothing can match)."""
+    return None if search is None else cast(pa.Table, _run(search.to_arrow()))
+
+
 def _cosine_pairs(rows: pa.Table | None) -> list[tuple[str, float]]:
     """(id, cosine) from a vector query's ``id`` and ``_distance`` (cosine distance)."""
     if rows is None:
@@ -733,7 +738,7 @@ class LanceStore:
     # ----------------------------------------------------------------- search
 
     def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        rows = self._vector_rows(query, k, filters, [*CHUNK_COLUMNS, "_distance"])
+        rows = _rows(self._vector_query(query, k, filters, [*CHUNK_COLUMNS, "_distance"]))
         if rows is None:
             return []
         chunks = arrow_to_chunks(rows)
@@ -749,13 +754,7 @@ class LanceStore:
     ) -> list[tuple[str, float]]:
         """:meth:`vector_search` as (chunk id, cosine) pairs: no chunk columns are read,
         which halves the query's cost at 100 candidates."""
-        return _cosine_pairs(self._vector_rows(query, k, filters, ["id", "_distance"]))
-
-    def _vector_rows(
-        self, query: Vectors, k: int, filters: Filters | None, columns: list[str]
-    ) -> pa.Table | None:
-        search = self._vector_query(query, k, filters, columns)
-        return None if search is None else _run(search.to_arrow())
+        return _cosine_pairs(_rows(self._vector_query(query, k, filters, ["id", "_distance"])))
 
     def _vector_query(
         self, query: Vectors, k: int, filters: Filters | None, columns: list[str]
@@ -800,7 +799,7 @@ class LanceStore:
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
     ) -> list[Hit]:
-        rows = self._keyword_rows(query, k, filters, boosts, [*CHUNK_COLUMNS, "_score"])
+        rows = _rows(self._keyword_query(query, k, filters, boosts, [*CHUNK_COLUMNS, "_score"]))
         if rows is None:
             return []
         chunks = arrow_to_chunks(rows)
@@ -818,18 +817,7 @@ class LanceStore:
         boosts: FieldBoosts | None = None,
     ) -> list[tuple[str, float]]:
         """:meth:`keyword_search` as (chunk id, BM25 score) pairs, reading no chunk columns."""
-        return _score_pairs(self._keyword_rows(query, k, filters, boosts, ["id", "_score"]))
-
-    def _keyword_rows(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None,
-        boosts: FieldBoosts | None,
-        columns: list[str],
-    ) -> pa.Table | None:
-        search = self._keyword_query(query, k, filters, boosts, columns)
-        return None if search is None else _run(search.to_arrow())
+        return _score_pairs(_rows(self._keyword_query(query, k, filters, boosts, ["id", "_score"])))
 
     def _keyword_query(
         self,
