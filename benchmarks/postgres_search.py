@@ -45,7 +45,16 @@ from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
 from ragline.store.base import Store
 from ragline.store.factory import open_store, store_location
-from search_scale import DATA, MODES, TENANT, Latency, exact_recall, load_queries, measure, pct
+from search_scale import (
+    MODES,
+    TENANT,
+    Latency,
+    corpus_args,
+    exact_recall,
+    load_queries,
+    measure,
+    pct,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "postgres.md"
@@ -101,22 +110,9 @@ def size_mb(store: Store) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA, help="folder with scifact/ and d2l-en/")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown result file")
-    ap.add_argument("--scales", default="100000", help="index sizes, comma-separated")
+    corpus_args(ap, DEFAULT_OUT, "100000", 600.0)
     ap.add_argument("--stores", default="lance,postgres", help="stores to measure")
     ap.add_argument("--url", default="", help="an existing PostgreSQL (default: start one)")
-    ap.add_argument("--queries", type=int, default=200, help="measured SciFact queries")
-    ap.add_argument("--warmup", type=int, default=20, help="unmeasured queries per mode")
-    ap.add_argument("--embed", type=int, default=8000, help="rows with a real embedding")
-    ap.add_argument("--window", type=int, default=60, help="words per text window")
-    ap.add_argument("--stride", type=int, default=30, help="words between window starts")
-    ap.add_argument("--sigma", type=float, default=0.03, help="noise per vector component")
-    ap.add_argument("--batch", type=int, default=2000, help="chunks per replace_documents")
-    ap.add_argument("--threads", type=int, default=2, help="ONNX batches run side by side")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--max-load", type=float, default=2.5, help="wait while 1-min load is above")
-    ap.add_argument("--max-wait", type=float, default=600.0, help="longest wait (s) for quiet")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server
     scales = sorted(int(s) for s in args.scales.split(","))

@@ -281,11 +281,12 @@ def load_queries(path: Path, n: int) -> list[str]:
         return [json.loads(line)["text"] for line in f][:n]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def corpus_args(ap: argparse.ArgumentParser, out: Path, scales: str, max_wait: float) -> None:
+    """The options of the synthetic corpus and the timed queries, shared with
+    benchmarks/postgres_search.py."""
     ap.add_argument("--data", type=Path, default=DATA, help="folder with scifact/ and d2l-en/")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown result file")
-    ap.add_argument("--scales", default="10000,100000", help="index sizes, comma-separated")
+    ap.add_argument("--out", type=Path, default=out, help="Markdown result file")
+    ap.add_argument("--scales", default=scales, help="index sizes, comma-separated")
     ap.add_argument("--queries", type=int, default=200, help="measured SciFact queries")
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured queries per mode")
     ap.add_argument("--embed", type=int, default=8000, help="rows with a real embedding")
@@ -296,7 +297,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="ONNX batches run side by side")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--max-load", type=float, default=2.5, help="wait while 1-min load is above")
-    ap.add_argument("--max-wait", type=float, default=1200.0, help="longest wait (s) for quiet")
+    ap.add_argument("--max-wait", type=float, default=max_wait, help="longest wait (s) for quiet")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    corpus_args(ap, DEFAULT_OUT, "10000,100000", 1200.0)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still remove the temp folder
     scales = sorted(int(s) for s in args.scales.split(","))
