@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -355,7 +355,31 @@ def migrate_sqlite(conn: sqlite3.Connection) -> None:
         raise
 
 
-class SqliteQueryLog:
+class _Guarded:
+    """The lock and drop-on-failure discipline both database logs share: one thread at
+    a time, and any failure closes the connection so the next call starts afresh."""
+
+    _lock: threading.Lock
+
+    def _drop(self) -> None:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            except BaseException:
+                self._drop()
+                raise
+
+    def close(self) -> None:
+        """Close the connection (a later call reconnects)."""
+        with self._lock:
+            self._drop()
+
+
+class SqliteQueryLog(_Guarded):
     """The default query log: one SQLite file, shared by worker processes (WAL).
 
     The connection is checked against the file on every write: if the file was
@@ -389,15 +413,11 @@ class SqliteQueryLog:
     def write(self, row: QueryLogRow) -> bool:
         try:
             record = to_record(row, privacy=self.privacy)
-            with self._lock:
-                try:
-                    lost = self._conn is not None and self._file_identity() != self._ident
-                    conn = self._connection()
-                    conn.execute(_INSERT, record)
-                    self._maybe_prune(conn)
-                except BaseException:
-                    self._drop()
-                    raise
+            with self._guarded():
+                lost = self._conn is not None and self._file_identity() != self._ident
+                conn = self._connection()
+                conn.execute(_INSERT, record)
+                self._maybe_prune(conn)
             return not lost
         except Exception as e:  # a log write must never fail the request
             log.warning("query log write to %s failed (request not affected): %s", self.path, e)
@@ -411,19 +431,11 @@ class SqliteQueryLog:
             "ORDER BY created_at DESC, rowid DESC LIMIT ?"
         )
         try:
-            with self._lock:
-                try:
-                    records = self._connection().execute(sql, (tenant, limit)).fetchall()
-                except BaseException:
-                    self._drop()
-                    raise
+            with self._guarded():
+                records = self._connection().execute(sql, (tenant, limit)).fetchall()
         except (sqlite3.Error, OSError) as e:
             raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
         return [from_record(r) for r in records]
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
 
     # -- connection handling (call with the lock held) --
 
@@ -525,7 +537,7 @@ _PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
-class PostgresQueryLog:
+class PostgresQueryLog(_Guarded):
     """The query log in PostgreSQL (``QUERY_LOG_URL=postgresql://…``), same columns.
 
     The schema version lives in ``ragline_query_log_meta``; migrations run under
@@ -571,14 +583,10 @@ class PostgresQueryLog:
                 f"INSERT INTO {_PG_TABLE} ({', '.join(COLUMNS)}) "
                 f"VALUES ({', '.join('%s' for _ in COLUMNS)})"
             )
-            with self._lock:
-                try:
-                    conn = self._connection()
-                    conn.execute(sql, rec)
-                    self._maybe_prune(conn)
-                except BaseException:
-                    self._drop()
-                    raise
+            with self._guarded():
+                conn = self._connection()
+                conn.execute(sql, rec)
+                self._maybe_prune(conn)
             return True
         except Exception as e:
             log.warning("query log write to PostgreSQL failed (request not affected): %s", e)
@@ -591,19 +599,11 @@ class PostgresQueryLog:
             "ORDER BY created_at DESC, query_id DESC LIMIT %s"
         )
         try:
-            with self._lock:
-                try:
-                    records = self._connection().execute(sql, (tenant, limit)).fetchall()
-                except BaseException:
-                    self._drop()
-                    raise
+            with self._guarded():
+                records = self._connection().execute(sql, (tenant, limit)).fetchall()
         except self._psycopg.Error as e:
             raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
         return [from_record(r) for r in records]
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
