@@ -80,9 +80,25 @@ class Settings(BaseSettings):
         512, ge=1, le=100_000, description="Chunks embedded and committed together."
     )
     extensions: tuple[str, ...] = Field(
-        (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
-        description="File types ingested (a JSON list in the environment).",
+        (
+            *(".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
+            *(".docx", ".pptx", ".xlsx", ".csv", ".epub"),
+        ),
+        description="File types ingested (a JSON list in the environment); images "
+        "(.png, .jpg, .jpeg, .tif, .tiff) are read by OCR when listed.",
     )
+    ocr: bool = Field(
+        True, description="OCR PDF pages without a text layer (scans) and image files."
+    )
+    ocr_languages: str = Field(
+        "eng",
+        pattern=r"^(auto|[A-Za-z_]+(\+[A-Za-z_]+)*)$",
+        description="Tesseract language packs (eng, eng+fra, …) or auto (script and "
+        "language detection).",
+    )
+    ocr_command: str = Field("tesseract", min_length=1, description="Tesseract binary to run.")
+    ocr_dpi: int = Field(300, ge=72, le=1200, description="Resolution PDF pages are rendered at.")
+    ocr_timeout_s: float = Field(120.0, gt=0, description="Longest Tesseract run on one page.")
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

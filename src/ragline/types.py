@@ -57,7 +57,7 @@ class ParsedDocument:
     body: str  # the text chunks are cut from (front matter removed for Markdown)
     blocks: tuple[Block, ...]
     metadata: dict[str, Any] = field(default_factory=dict)  # front matter, PDF info, …
-    format: str = "markdown"  # markdown | text | html | pdf
+    format: str = "markdown"  # markdown, text, html, pdf, docx, pptx, xlsx, csv, epub, image
 
 
 @dataclass(frozen=True, slots=True)

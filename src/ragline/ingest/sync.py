@@ -30,7 +30,7 @@ import numpy as np
 from ragline.embed.base import Embedder, EmbeddingError
 from ragline.ingest.discover import chapter_of, discover_files
 from ragline.ingest.errors import IngestError
-from ragline.ingest.parse import parse_file
+from ragline.ingest.parse import OcrOptions, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
@@ -226,6 +226,7 @@ class Indexer:
             data,
             max_bytes=self.settings.max_file_bytes,
             default_title=default_title,
+            ocr=ocr_options(self.settings),
         )
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
@@ -311,3 +312,15 @@ class Indexer:
         c.files += 1
         c.chunks += chunks
         c.tokens += tokens
+
+
+def ocr_options(settings: Settings) -> OcrOptions | None:
+    """How parsers OCR scans and images; None when RAGLINE_OCR is off."""
+    if not settings.ocr:
+        return None
+    return OcrOptions(
+        languages=settings.ocr_languages,
+        command=settings.ocr_command,
+        dpi=settings.ocr_dpi,
+        timeout_s=settings.ocr_timeout_s,
+    )

@@ -11,13 +11,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from ragline.ingest.errors import IngestError
+from ragline.ingest.parse.ebook import parse_epub
 from ragline.ingest.parse.html import parse_html
+from ragline.ingest.parse.image import parse_image
 from ragline.ingest.parse.markdown import parse_markdown
+from ragline.ingest.parse.ocr import OcrOptions
 from ragline.ingest.parse.pdf import parse_pdf
+from ragline.ingest.parse.sheets import parse_csv, parse_xlsx
+from ragline.ingest.parse.slides import parse_pptx
 from ragline.ingest.parse.text import parse_text
+from ragline.ingest.parse.word import parse_docx
 from ragline.types import ParsedDocument
 
 TextParser = Callable[[str, str], ParsedDocument]
+BinaryParser = Callable[[bytes, str], ParsedDocument]
 
 _TEXT_PARSERS: dict[str, TextParser] = {
     ".md": parse_markdown,
@@ -26,32 +33,59 @@ _TEXT_PARSERS: dict[str, TextParser] = {
     ".text": parse_text,
     ".html": parse_html,
     ".htm": parse_html,
+    ".csv": parse_csv,
 }
 
+_BINARY_PARSERS: dict[str, BinaryParser] = {
+    ".docx": parse_docx,
+    ".pptx": parse_pptx,
+    ".xlsx": parse_xlsx,
+    ".epub": parse_epub,
+}
+
+#: Image files, read by OCR.
+IMAGE_SUFFIXES: frozenset[str] = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff"})
+
 #: Lower-case file suffixes :func:`parse_file` understands.
-SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_TEXT_PARSERS, ".pdf"})
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset(
+    {*_TEXT_PARSERS, *_BINARY_PARSERS, *IMAGE_SUFFIXES, ".pdf"}
+)
 
 _BOM = b"\xef\xbb\xbf"
 
 __all__ = [
+    "IMAGE_SUFFIXES",
     "SUPPORTED_SUFFIXES",
     "IngestError",
+    "OcrOptions",
+    "parse_csv",
+    "parse_docx",
+    "parse_epub",
     "parse_file",
     "parse_html",
+    "parse_image",
     "parse_markdown",
     "parse_pdf",
+    "parse_pptx",
     "parse_text",
+    "parse_xlsx",
 ]
 
 
 def parse_file(
-    path: Path, data: bytes, *, max_bytes: int, default_title: str | None = None
+    path: Path,
+    data: bytes,
+    *,
+    max_bytes: int,
+    default_title: str | None = None,
+    ocr: OcrOptions | None = None,
 ) -> ParsedDocument:
     """Parse ``data`` (the content of ``path``) by the file's suffix.
 
     A document with no title of its own (no front matter title, H1, ``<title>`` or
     first line) is titled ``default_title`` when one is given, else the file's stem:
     an upload stored under a content hash keeps its client's name as its title.
+    ``ocr`` (None: OCR off) reads PDF pages without a text layer and image files.
 
     Raises :class:`IngestError` naming the file (and line, where there is one)
     for files that are too large, empty, binary, not UTF-8, malformed, or that
@@ -73,7 +107,11 @@ def parse_file(
     if not data.strip():
         raise IngestError(source, None, "file is empty (or whitespace only)")
     if suffix == ".pdf":
-        doc = parse_pdf(data, source)
+        doc = parse_pdf(data, source, ocr)
+    elif suffix in IMAGE_SUFFIXES:
+        doc = parse_image(data, source, ocr)
+    elif suffix in _BINARY_PARSERS:
+        doc = _BINARY_PARSERS[suffix](data, source)
     else:
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:

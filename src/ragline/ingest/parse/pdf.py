@@ -1,8 +1,9 @@
 """PDF → :class:`ParsedDocument`: the text layer, one PAGE block per page.
 
 Pages are the only structure a PDF reliably has; keeping them as blocks lets
-every chunk say which page it came from. A PDF without a text layer (a scan)
-fails loudly instead of indexing nothing.
+every chunk say which page it came from. A page without a text layer (a scan)
+is rendered and read by OCR (:mod:`ragline.ingest.parse.ocr`); a scan that
+cannot be OCRed fails loudly instead of indexing nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 
 from ragline.ingest.errors import IngestError
+from ragline.ingest.parse.ocr import Ocr, OcrOptions, OcrUnavailable, render_pdf_pages
 from ragline.ingest.parse.text import MAX_TITLE_CHARS
 from ragline.types import Block, BlockKind, ParsedDocument
 
@@ -23,9 +25,10 @@ _INFO_FIELDS = {"/Author": "author", "/Subject": "subject", "/Creator": "creator
 _PLACEHOLDERS = frozenset({"untitled", "untitled document", "anonymous", "unspecified", "unknown"})
 
 
-def parse_pdf(data: bytes, source: str) -> ParsedDocument:
-    """Extract each page's text; raises :class:`IngestError` for encrypted,
-    corrupt or image-only PDFs."""
+def parse_pdf(data: bytes, source: str, ocr: OcrOptions | None = None) -> ParsedDocument:
+    """Extract each page's text, OCR the pages that have none (with ``ocr``);
+    raises :class:`IngestError` for encrypted or corrupt PDFs, and for scans
+    that cannot be OCRed."""
     if b"%PDF-" not in data[:1024]:
         raise IngestError(source, None, "not a PDF file (no %PDF- header in the first 1 KiB)")
     try:
@@ -43,10 +46,28 @@ def parse_pdf(data: bytes, source: str) -> ParsedDocument:
     except RecursionError as exc:
         raise IngestError(source, None, "corrupt PDF: object graph is cyclic") from exc
 
+    metadata: dict[str, Any] = {"pages": len(pages)}
+    blank = [n for n, text in enumerate(pages, start=1) if not text]
+    if blank:
+        _ocr_pages(data, source, pages, blank, ocr, metadata)
+    meta_title = ""
+    if info is not None:
+        meta_title = _info_value(info.get("/Title"))
+        for key, name in _INFO_FIELDS.items():
+            if value := _info_value(info.get(key)):
+                metadata[name] = value
+    return page_document(pages, source, metadata, "pdf", title=meta_title)
+
+
+def page_document(
+    pages: list[str], source: str, metadata: dict[str, Any], fmt: str, *, title: str = ""
+) -> ParsedDocument:
+    """One PAGE block per page with text (1-based page numbers), blank lines between."""
     parts: list[str] = []
     blocks: list[Block] = []
     pos = 0
-    for number, text in enumerate(pages, start=1):
+    for number, raw in enumerate(pages, start=1):
+        text = _page_text(raw)
         if not text:
             continue
         if parts:
@@ -55,29 +76,57 @@ def parse_pdf(data: bytes, source: str) -> ParsedDocument:
         blocks.append(Block(BlockKind.PAGE, pos, pos + len(text), (), page=number))
         parts.append(text)
         pos += len(text)
-    if not blocks:
+    body = "".join(parts)
+    return ParsedDocument(
+        source=source,
+        title=title or _first_line_title(body, source),
+        body=body,
+        blocks=tuple(blocks),
+        metadata=metadata,
+        format=fmt,
+    )
+
+
+def _ocr_pages(
+    data: bytes,
+    source: str,
+    pages: list[str],
+    blank: list[int],
+    ocr: OcrOptions | None,
+    metadata: dict[str, Any],
+) -> None:
+    """Fill ``pages`` (in place) with OCR text for the ``blank`` ones (no text layer).
+
+    When OCR is off or cannot run, a PDF with no text at all fails with the
+    reason; one with some text keeps it and lists the unread pages in its metadata.
+    """
+    scanned = len(blank) == len(pages)
+    if ocr is None:
+        reason = "OCR is off (RAGLINE_OCR=false)"
+    else:
+        try:
+            reader = Ocr(ocr)
+            languages: set[str] = set()
+            for number, image in render_pdf_pages(data, blank, ocr.dpi):
+                pages[number - 1], used = reader.read(image)
+                languages.add(used)
+        except OcrUnavailable as exc:
+            reason = str(exc)
+        except Exception as exc:  # pdfium raises its own errors for a page it cannot render
+            raise IngestError(source, None, f"cannot render PDF page for OCR: {exc}") from exc
+        else:
+            metadata["ocr_pages"] = blank
+            metadata["ocr_languages"] = "+".join(sorted(languages))
+            return
+    if scanned:
         raise IngestError(
             source,
             None,
             f"PDF has no text layer on any of its {len(pages)} pages "
-            "(a scan or images only); run OCR on it first",
+            f"(a scan or images only) and it cannot be OCRed: {reason}",
         )
-    body = "".join(parts)
-    metadata: dict[str, Any] = {"pages": len(pages)}
-    meta_title = ""
-    if info is not None:
-        meta_title = _info_value(info.get("/Title"))
-        for key, name in _INFO_FIELDS.items():
-            if value := _info_value(info.get(key)):
-                metadata[name] = value
-    return ParsedDocument(
-        source=source,
-        title=meta_title or _first_line_title(body, source),
-        body=body,
-        blocks=tuple(blocks),
-        metadata=metadata,
-        format="pdf",
-    )
+    metadata["pages_without_text"] = blank
+    metadata["ocr_error"] = reason
 
 
 def _info_value(value: object) -> str:

@@ -1,0 +1,103 @@
+"""Spreadsheets (``.xlsx`` with openpyxl, ``.csv`` with the standard library) →
+:class:`ParsedDocument`.
+
+A sheet is a section titled by its name, its rows one pipe table whose first
+non-empty row is the header: the section chunker keeps a table whole when it
+fits and otherwise cuts it between rows, repeating the header in every part,
+so each chunk still says what its columns mean. Cells hold the values last
+computed (formulas are not evaluated); empty trailing rows and columns go.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import PurePath
+from typing import Any
+
+from ragline.ingest.errors import IngestError
+from ragline.ingest.parse.build import BodyBuilder, collapse, missing_extra
+from ragline.types import ParsedDocument
+
+
+def parse_xlsx(data: bytes, source: str) -> ParsedDocument:
+    """Raises :class:`IngestError` for a file that is not a readable ``.xlsx``."""
+    try:
+        import openpyxl
+    except ImportError as exc:
+        raise missing_extra(source, ".xlsx", "office", exc) from exc
+    try:
+        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            sheets = [(ws.title, _trim(ws.iter_rows(values_only=True))) for ws in book.worksheets]
+            meta_title = collapse(book.properties.title or "")
+        finally:
+            book.close()
+    except Exception as exc:  # openpyxl/zipfile/lxml raise many types for a bad file
+        raise IngestError(source, None, f"corrupt .xlsx file: {exc}") from exc
+    builder = BodyBuilder()
+    for name, rows in sheets:
+        if rows:
+            builder.reset_path()
+            builder.heading(name, 1)
+            builder.table(rows)
+    metadata: dict[str, Any] = {"sheets": [name for name, _ in sheets]}
+    return ParsedDocument(
+        source=source,
+        title=meta_title or PurePath(source).stem,
+        body=builder.body,
+        blocks=tuple(builder.blocks),
+        metadata=metadata,
+        format="xlsx",
+    )
+
+
+def parse_csv(text: str, source: str) -> ParsedDocument:
+    """Comma, semicolon, tab or pipe separated (sniffed from the first lines);
+    raises :class:`IngestError` with the line of a malformed row."""
+    sample = text[:8192]
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(sample, ",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    reader = csv.reader(io.StringIO(text, newline=""), dialect, strict=True)
+    try:
+        rows = _trim(reader)
+    except csv.Error as exc:
+        raise IngestError(source, reader.line_num, f"malformed CSV: {exc}") from exc
+    builder = BodyBuilder()
+    builder.table(rows)
+    return ParsedDocument(
+        source=source,
+        title=PurePath(source).stem,
+        body=builder.body,
+        blocks=tuple(builder.blocks),
+        metadata={"rows": max(len(rows) - 1, 0)},
+        format="csv",
+    )
+
+
+def cell_text(value: object) -> str:
+    """A cell as text: whole floats without ``.0``, dates in ISO form."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dt.datetime) and value.time() == dt.time():
+        return value.date().isoformat()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    return str(value)
+
+
+def _trim(rows: Iterable[Sequence[object]]) -> list[list[str]]:
+    """Rows as text, without blank rows or the empty columns on the right."""
+    out = [[cell_text(v) for v in row] for row in rows]
+    out = [row for row in out if any(c.strip() for c in row)]
+    width = max(
+        (max(i for i, c in enumerate(row) if c.strip()) + 1 for row in out),
+        default=0,
+    )
+    return [row[:width] for row in out]
