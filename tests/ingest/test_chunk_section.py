@@ -244,6 +244,23 @@ def test_text_outside_blocks_is_still_chunked() -> None:
     assert "".join(c.text for c in chunks).count("loose intro text") == 1
 
 
+def test_a_new_page_starts_a_new_chunk() -> None:
+    """Pages of one section are not packed together, so each chunk cites one page;
+    small pages still merge by RAGLINE_CHUNK_MIN_TOKENS."""
+    pages = [sentences(3, "pumps"), sentences(3, "valves"), sentences(3, "seals")]
+    body = "\n\n".join(pages)
+    blocks, pos = [], 0
+    for number, text in enumerate(pages, start=1):
+        blocks.append(Block(BlockKind.PAGE, pos, pos + len(text), (), page=number))
+        pos += len(text) + 2
+    doc = ParsedDocument("a.pdf", "A", body, tuple(blocks), format="pdf")
+    chunks = SectionChunker(COUNT, max_tokens=400, overlap_tokens=0, min_tokens=0).chunk(doc)
+    assert [(c.page, body_of(c, doc)) for c in chunks] == list(enumerate(pages, start=1))
+    merged = SectionChunker(COUNT, max_tokens=400, overlap_tokens=0, min_tokens=100).chunk(doc)
+    assert len(merged) == 1
+    assert_no_loss(doc, merged)
+
+
 def test_d2l_self_attention() -> None:
     doc = parse_markdown(SELF_ATTENTION.read_text(encoding="utf-8"), str(SELF_ATTENTION))
     chunks = SectionChunker(COUNT).chunk(doc)

@@ -218,6 +218,9 @@ class SectionChunker:
       ``max_tokens`` becomes its own oversized chunk. A table that fits is never
       cut; a larger one is cut between rows, each later part repeating the
       header (a single row larger than the budget stays whole).
+    * **Pages**: a block on a new page (PDF page, slide) starts a new chunk, so
+      a chunk's ``page`` is the page of all its text, unless an undersized piece
+      was merged into it.
     * **Lists** stay whole when they fit, else are cut between top-level items;
       an oversized paragraph (or list item) is cut between sentences, then
       lines, then words, then characters.
@@ -334,6 +337,8 @@ class SectionChunker:
             if cur and seg.section != cur[-1].section:
                 flush(carry_heading=False)
                 budget = self.max_tokens
+            elif cur and None is not seg.page != cur[-1].page is not None:
+                flush(carry_heading=False)  # a chunk cites one page: a new page starts one
             pieces = [seg]
             if seg.levels is not None:  # too big for any chunk: cut it, filling this one
                 pieces, fills = self._cut(seg, splitter, budget - cur_tokens)
