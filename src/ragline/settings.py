@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     extensions: tuple[str, ...] = Field(
         (
             *(".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
-            *(".docx", ".pptx", ".xlsx", ".csv", ".epub"),
+            *(".docx", ".pptx", ".xlsx", ".csv", ".epub", ".odt"),
         ),
         description="File types ingested (a JSON list in the environment); images "
         "(.png, .jpg, .jpeg, .tif, .tiff) are read by OCR when listed.",

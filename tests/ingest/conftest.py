@@ -148,6 +148,51 @@ def write_epub(path: Path) -> Path:
     return path
 
 
+ODT_CONTENT = """<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content
+  xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+  xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+  xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" office:version="1.3">
+ <office:body><office:text>
+  <text:sequence-decls/>
+  <text:h text:outline-level="1">Beekeeping Guide</text:h>
+  <text:p>Hives are opened only on warm,<text:s text:c="2"/>calm afternoons.</text:p>
+  <text:section text:name="s1">
+   <text:h text:outline-level="2">Swarming</text:h>
+   <text:p>A colony swarms when the hive runs out of room in late spring.</text:p>
+   <text:list>
+    <text:list-item><text:p>Add a super</text:p></text:list-item>
+    <text:list-item><text:p>Remove queen cells</text:p>
+     <text:list><text:list-item><text:p>every nine days</text:p></text:list-item></text:list>
+    </text:list-item>
+   </text:list>
+   <table:table table:name="T1">
+    <table:table-column table:number-columns-repeated="2"/>
+    <table:table-header-rows><table:table-row>
+     <table:table-cell><text:p>Month</text:p></table:table-cell>
+     <table:table-cell><text:p>Task</text:p></table:table-cell>
+    </table:table-row></table:table-header-rows>
+    <table:table-row>
+     <table:table-cell><text:p>May</text:p></table:table-cell>
+     <table:table-cell><text:p>Inspect weekly</text:p></table:table-cell>
+    </table:table-row>
+   </table:table>
+  </text:section>
+ </office:text></office:body>
+</office:document-content>
+"""
+
+
+def write_odt(path: Path) -> Path:
+    """A minimal OpenDocument text file, as LibreOffice lays one out."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        z.writestr("content.xml", ODT_CONTENT)
+    return path
+
+
 def render_page(lines: list[str], *, width: int = 1700, size: int = 36) -> Image.Image:
     """Black text on a white page, like a 200 dpi scan of a printed page."""
     font = ImageFont.truetype(str(FONT), size)

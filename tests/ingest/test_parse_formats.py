@@ -45,7 +45,7 @@ def make_pdf(
 def test_supported_suffixes() -> None:
     assert {
         *(".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf", ".csv"),
-        *(".docx", ".pptx", ".xlsx", ".epub", ".png", ".jpg", ".jpeg", ".tif", ".tiff"),
+        *(".docx", ".pptx", ".xlsx", ".epub", ".odt", ".png", ".jpg", ".jpeg", ".tif", ".tiff"),
     } == SUPPORTED_SUFFIXES
 
 

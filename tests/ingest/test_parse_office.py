@@ -191,7 +191,32 @@ def test_epub_chapter_without_heading_takes_its_toc_title(tmp_path: Path) -> Non
     ]
 
 
-@pytest.mark.parametrize("suffix", [".docx", ".pptx", ".xlsx", ".epub"])
+def test_odt_headings_lists_and_tables(tmp_path: Path, gen: ModuleType) -> None:
+    doc = parse(gen.write_odt(tmp_path / "bees.odt"))
+    assert (doc.format, doc.title) == ("odt", "Beekeeping Guide")
+    assert kinds(doc) == [
+        ("HEADING", ("Beekeeping Guide",), "# Beekeeping Guide"),
+        ("PARAGRAPH", ("Beekeeping Guide",), "Hives are opened only on warm,  calm afternoons."),
+        ("HEADING", ("Beekeeping Guide", "Swarming"), "## Swarming"),
+        (
+            "PARAGRAPH",
+            ("Beekeeping Guide", "Swarming"),
+            "A colony swarms when the hive runs out of room in late spring.",
+        ),
+        (
+            "LIST",
+            ("Beekeeping Guide", "Swarming"),
+            "- Add a super\n- Remove queen cells\n  - every nine days",
+        ),
+        (
+            "TABLE",
+            ("Beekeeping Guide", "Swarming"),
+            "| Month | Task |\n| --- | --- |\n| May | Inspect weekly |",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".docx", ".pptx", ".xlsx", ".epub", ".odt"])
 def test_malformed_office_files_fail_naming_the_file(tmp_path: Path, suffix: str) -> None:
     not_zip = tmp_path / f"junk{suffix}"
     not_zip.write_bytes(b"this is not a zip archive at all")
@@ -227,6 +252,7 @@ def test_office_blocks_are_trimmed_and_never_empty(tmp_path: Path, gen: ModuleTy
         ("a.docx", gen.write_docx),
         ("b.pptx", gen.write_pptx),
         ("c.epub", gen.write_epub),
+        ("d.odt", gen.write_odt),
     ]:
         doc = parse(write(tmp_path / name))
         for block in doc.blocks:

@@ -20,7 +20,7 @@ from ragline.ingest.parse.pdf import parse_pdf
 from ragline.ingest.parse.sheets import parse_csv, parse_xlsx
 from ragline.ingest.parse.slides import parse_pptx
 from ragline.ingest.parse.text import parse_text
-from ragline.ingest.parse.word import parse_docx
+from ragline.ingest.parse.word import parse_docx, parse_odt
 from ragline.types import ParsedDocument
 
 TextParser = Callable[[str, str], ParsedDocument]
@@ -41,6 +41,7 @@ _BINARY_PARSERS: dict[str, BinaryParser] = {
     ".pptx": parse_pptx,
     ".xlsx": parse_xlsx,
     ".epub": parse_epub,
+    ".odt": parse_odt,
 }
 
 #: Image files, read by OCR.
@@ -65,6 +66,7 @@ __all__ = [
     "parse_html",
     "parse_image",
     "parse_markdown",
+    "parse_odt",
     "parse_pdf",
     "parse_pptx",
     "parse_text",
