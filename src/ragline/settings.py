@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     ocr_command: str = Field("tesseract", min_length=1, description="Tesseract binary to run.")
     ocr_dpi: int = Field(300, ge=72, le=1200, description="Resolution PDF pages are rendered at.")
     ocr_timeout_s: float = Field(120.0, gt=0, description="Longest Tesseract run on one page.")
+    pdf_tables: bool = Field(
+        True, description="Rebuild ruled PDF tables as tables (pdfplumber, the pdf extra)."
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

@@ -227,6 +227,7 @@ class Indexer:
             max_bytes=self.settings.max_file_bytes,
             default_title=default_title,
             ocr=ocr_options(self.settings),
+            pdf_tables=self.settings.pdf_tables,
         )
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)

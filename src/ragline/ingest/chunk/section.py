@@ -230,7 +230,7 @@ class SectionChunker:
     * **Overlap**: a chunk after the first of its section starts with up to
       ``overlap_tokens`` of the previous chunk's last prose block (whole
       sentences, else whole words), only when that fits in ``max_tokens``; never
-      across a section boundary, never from a code block, maths or table.
+      across a section or page boundary, never from a code block, maths or table.
     * **Merging**: a chunk under ``min_tokens`` (before overlap) is merged into
       the next chunk of its section, else the previous one; failing those,
       into the next chunk when it is a subsection (a lone heading joins what it
@@ -419,6 +419,8 @@ class SectionChunker:
             last, first = prev.segs[-1], d.segs[0]
             room = min(self.overlap_tokens, self.max_tokens - d.tokens)
             if room <= 0 or last.atomic or first.prefix or last.section != first.section:
+                continue
+            if last.page != first.page:  # the chunk cites one page: no text of another
                 continue
             # never repeat the whole previous chunk
             whole = len(prev.segs) == 1 and prev.overlap_start is None

@@ -81,13 +81,15 @@ def parse_file(
     max_bytes: int,
     default_title: str | None = None,
     ocr: OcrOptions | None = None,
+    pdf_tables: bool = True,
 ) -> ParsedDocument:
     """Parse ``data`` (the content of ``path``) by the file's suffix.
 
     A document with no title of its own (no front matter title, H1, ``<title>`` or
     first line) is titled ``default_title`` when one is given, else the file's stem:
     an upload stored under a content hash keeps its client's name as its title.
-    ``ocr`` (None: OCR off) reads PDF pages without a text layer and image files.
+    ``ocr`` (None: OCR off) reads PDF pages without a text layer and image files;
+    ``pdf_tables`` rebuilds ruled PDF tables as tables.
 
     Raises :class:`IngestError` naming the file (and line, where there is one)
     for files that are too large, empty, binary, not UTF-8, malformed, or that
@@ -109,7 +111,7 @@ def parse_file(
     if not data.strip():
         raise IngestError(source, None, "file is empty (or whitespace only)")
     if suffix == ".pdf":
-        doc = parse_pdf(data, source, ocr)
+        doc = parse_pdf(data, source, ocr, tables=pdf_tables)
     elif suffix in IMAGE_SUFFIXES:
         doc = parse_image(data, source, ocr)
     elif suffix in _BINARY_PARSERS:

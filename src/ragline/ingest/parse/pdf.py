@@ -17,6 +17,7 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 
 from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.ocr import Ocr, OcrOptions, OcrUnavailable, render_pdf_pages
+from ragline.ingest.parse.pdf_tables import draws_paths, table_pages
 from ragline.ingest.parse.text import MAX_TITLE_CHARS
 from ragline.types import Block, BlockKind, ParsedDocument
 
@@ -25,8 +26,11 @@ _INFO_FIELDS = {"/Author": "author", "/Subject": "subject", "/Creator": "creator
 _PLACEHOLDERS = frozenset({"untitled", "untitled document", "anonymous", "unspecified", "unknown"})
 
 
-def parse_pdf(data: bytes, source: str, ocr: OcrOptions | None = None) -> ParsedDocument:
-    """Extract each page's text, OCR the pages that have none (with ``ocr``);
+def parse_pdf(
+    data: bytes, source: str, ocr: OcrOptions | None = None, *, tables: bool = True
+) -> ParsedDocument:
+    """Extract each page's text, OCR the pages that have none (with ``ocr``),
+    rebuild ruled tables as tables (with ``tables``, where pdfplumber is installed);
     raises :class:`IngestError` for encrypted or corrupt PDFs, and for scans
     that cannot be OCRed."""
     if b"%PDF-" not in data[:1024]:
@@ -37,6 +41,11 @@ def parse_pdf(data: bytes, source: str, ocr: OcrOptions | None = None) -> Parsed
             raise IngestError(source, None, "encrypted PDF: a password is needed to read it")
         pages = [_page_text(page.extract_text()) for page in reader.pages]
         info = reader.metadata
+        ruled = [
+            n
+            for n, page in enumerate(reader.pages, start=1)
+            if tables and pages[n - 1] and draws_paths(_content(page))
+        ]
     except IngestError:
         raise
     except (FileNotDecryptedError, DependencyError) as exc:
@@ -56,27 +65,41 @@ def parse_pdf(data: bytes, source: str, ocr: OcrOptions | None = None) -> Parsed
         for key, name in _INFO_FIELDS.items():
             if value := _info_value(info.get(key)):
                 metadata[name] = value
-    return page_document(pages, source, metadata, "pdf", title=meta_title)
+    try:
+        with_tables = table_pages(data, ruled)
+    except Exception as exc:  # pdfminer raises its own errors for odd pages
+        raise IngestError(source, None, f"corrupt PDF (reading its tables): {exc}") from exc
+    if with_tables:
+        metadata["table_pages"] = sorted(with_tables)
+    return page_document(pages, source, metadata, "pdf", title=meta_title, parts=with_tables)
 
 
 def page_document(
-    pages: list[str], source: str, metadata: dict[str, Any], fmt: str, *, title: str = ""
+    pages: list[str],
+    source: str,
+    metadata: dict[str, Any],
+    fmt: str,
+    *,
+    title: str = "",
+    parts: dict[int, list[tuple[BlockKind, str]]] | None = None,
 ) -> ParsedDocument:
-    """One PAGE block per page with text (1-based page numbers), blank lines between."""
-    parts: list[str] = []
+    """One PAGE block per page with text (1-based page numbers), blank lines
+    between; a page in ``parts`` is its text bands and TABLE blocks instead."""
+    texts: list[str] = []
     blocks: list[Block] = []
     pos = 0
     for number, raw in enumerate(pages, start=1):
-        text = _page_text(raw)
-        if not text:
-            continue
-        if parts:
-            parts.append("\n\n")
-            pos += 2
-        blocks.append(Block(BlockKind.PAGE, pos, pos + len(text), (), page=number))
-        parts.append(text)
-        pos += len(text)
-    body = "".join(parts)
+        for kind, part in (parts or {}).get(number, [(BlockKind.PAGE, raw)]):
+            text = _page_text(part)
+            if not text:
+                continue
+            if texts:
+                texts.append("\n\n")
+                pos += 2
+            blocks.append(Block(kind, pos, pos + len(text), (), page=number))
+            texts.append(text)
+            pos += len(text)
+    body = "".join(texts)
     return ParsedDocument(
         source=source,
         title=title or _first_line_title(body, source),
@@ -127,6 +150,15 @@ def _ocr_pages(
         )
     metadata["pages_without_text"] = blank
     metadata["ocr_error"] = reason
+
+
+def _content(page: Any) -> bytes:
+    """A page's content stream, b"" when it has none or it cannot be read."""
+    try:
+        contents = page.get_contents()
+        return bytes(contents.get_data()) if contents is not None else b""
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError):
+        return b""
 
 
 def _info_value(value: object) -> str:
