@@ -12,7 +12,7 @@ import pytest
 from reportlab.pdfgen import canvas
 
 from ragline.ingest.parse import IngestError, OcrOptions, parse_file
-from ragline.ingest.parse.ocr import Ocr
+from ragline.ingest.parse.ocr import Ocr, render_scale_cap
 from ragline.ingest.sync import ocr_options
 from ragline.settings import Settings
 
@@ -196,3 +196,11 @@ def test_auto_languages_pick_the_pack_of_the_page(gen: ModuleType) -> None:
     assert word_recall(french, text) >= 0.9
     english = gen.render_page(wrap(RECALL_TEXT, 60))
     assert Ocr(OcrOptions(languages="auto")).read(english)[1] == "eng"
+
+
+def test_a_poster_sized_page_is_rendered_within_the_pixel_limit() -> None:
+    a4 = render_scale_cap(595, 842, 89_478_485)
+    assert a4 > 300 / 72  # an A4 page is rendered at the full 300 dpi
+    poster = render_scale_cap(100 * 72, 100 * 72, 89_478_485)  # 100 × 100 inches
+    assert (100 * 72 * poster) ** 2 <= 89_478_485 * 1.0001
+    assert render_scale_cap(595, 842, None) == float("inf")

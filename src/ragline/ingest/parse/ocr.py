@@ -188,17 +188,30 @@ def render_pdf_pages(data: bytes, numbers: list[int], dpi: int) -> Iterator[tupl
         raise OcrUnavailable(
             "rendering PDF pages for OCR needs pypdfium2: pip install 'ragline[ocr]'"
         ) from exc
+    from PIL import Image
+
     pdf = pdfium.PdfDocument(data)
     try:
         for number in numbers:
             page = pdf[number - 1]
             try:
-                bitmap = page.render(scale=dpi / 72, grayscale=True)
+                width, height = page.get_size()  # points
+                scale = min(dpi / 72, render_scale_cap(width, height, Image.MAX_IMAGE_PIXELS))
+                bitmap = page.render(scale=scale, grayscale=True)
                 yield number, bitmap.to_pil()
             finally:
                 page.close()
     finally:
         pdf.close()
+
+
+def render_scale_cap(width: float, height: float, max_pixels: int | None) -> float:
+    """The largest scale at which a ``width`` × ``height`` point page stays within
+    Pillow's decompression-bomb limit: a poster-sized page is read at a lower
+    resolution instead of exhausting memory."""
+    if not max_pixels or width <= 0 or height <= 0:
+        return float("inf")
+    return float((max_pixels / (width * height)) ** 0.5)
 
 
 def _png(image: Any) -> bytes:
