@@ -58,6 +58,23 @@ def test_docx_headings_lists_and_tables(tmp_path: Path, gen: ModuleType) -> None
     assert all(b.page is None for b in doc.blocks)  # a .docx has no pages until laid out
 
 
+def test_docx_numbered_headings_stay_headings(tmp_path: Path) -> None:
+    import docx
+
+    d = docx.Document()
+    heading = d.add_heading("Scope", 1)
+    numpr = heading._p.get_or_add_pPr().get_or_add_numPr()
+    numpr.get_or_add_ilvl().val = 0
+    numpr.get_or_add_numId().val = 1
+    d.add_paragraph("This standard covers pressure vessels.")
+    d.save(str(tmp_path / "n.docx"))
+    doc = parse(tmp_path / "n.docx")
+    assert kinds(doc) == [
+        ("HEADING", ("Scope",), "# Scope"),
+        ("PARAGRAPH", ("Scope",), "This standard covers pressure vessels."),
+    ]
+
+
 def test_pptx_slides_are_numbered_sections_with_notes(tmp_path: Path, gen: ModuleType) -> None:
     doc = parse(gen.write_pptx(tmp_path / "sales.pptx"))
     assert (doc.format, doc.title, doc.metadata) == (

@@ -45,7 +45,7 @@ def parse_docx(data: bytes, source: str) -> ParsedDocument:
         list_lines: list[str] = []
         numbers: dict[int, int] = {}
         for item in items:
-            if isinstance(item, Paragraph):
+            if isinstance(item, Paragraph) and not _heading_level(item):
                 marker = _list_marker(item, numbers)
                 if marker is not None:
                     text = collapse(item.text)
