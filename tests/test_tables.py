@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console, RenderableType
 
-from ragline.tables import fit_table, needed_width, pairs_table
+from ragline.tables import fit_table, fit_tail, needed_width, pairs_table
 
 HEADERS = ["mode", "nDCG@10", "MRR@10", "recall@100", "p50 ms", "p95 ms", "p99 ms"]
 ROWS = [
@@ -58,3 +58,10 @@ def test_needed_width_counts_borders_and_padding() -> None:
 def test_pairs_table_keeps_values_whole_and_wraps_labels() -> None:
     text = render(pairs_table(None, [("tokens written by this run", "23,663")]), 24)
     assert "23,663" in text and "…" not in text
+
+
+def test_fit_tail_keeps_the_file_name() -> None:
+    path = "chapter_attention/self-attention.md"
+    assert fit_tail(path, 80) == path
+    assert fit_tail(path, 12) == "…ttention.md"
+    assert fit_tail(path, 7) == ""  # too little room for a useful name

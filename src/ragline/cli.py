@@ -14,13 +14,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
+    DownloadColumn,
     Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Column
 
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
@@ -31,7 +30,7 @@ from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
 from ragline.settings import ChunkerName, GeneratorName, Settings
 from ragline.store.base import StoreError
-from ragline.tables import fit_table, pairs_table
+from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
 
 app = typer.Typer(
@@ -116,20 +115,18 @@ def ingest(
     rag = _engine(index, tenant=tenant)
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
     try:
-        # Counts and times keep their width; the file name gets what is left of
-        # the line (cut at its start, where a path is least telling).
+        # Sizes and times keep their width (44 cells and the bar); the file name
+        # gets what is left of the line, cut at its start.
+        bar_width = max(4, min(16, err.width - 54))
+        room = err.width - 44 - bar_width
         with Progress(
             TextColumn("[bold]ingest[/]"),
-            BarColumn(bar_width=16),
-            MofNCompleteColumn(),
+            BarColumn(bar_width=bar_width),
+            DownloadColumn(),  # progress counts bytes read
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            TextColumn(
-                "{task.fields[file]}",
-                style="dim",
-                table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
-            ),
+            TextColumn("{task.fields[file]}", style="dim"),
             console=err,
             transient=True,
             disable=as_json or not err.is_terminal,
@@ -137,7 +134,7 @@ def ingest(
             task = bar.add_task("ingest", total=None, file="")
 
             def progress(done: int, total: int, current: str) -> None:
-                bar.update(task, completed=done, total=total, file=current[-50:])
+                bar.update(task, completed=done, total=total, file=fit_tail(current, room))
 
             report = rag.ingest(path, tenant=tenant, chunker=chunker_name, progress=progress)
     except (StoreError, FileNotFoundError) as e:

@@ -78,3 +78,11 @@ def pairs_table(title: str | None, pairs: Sequence[tuple[str, str]]) -> Table:
     for label, value in pairs:
         t.add_row(label, value)
     return t
+
+
+def fit_tail(text: str, room: int) -> str:
+    """``text`` in at most ``room`` cells, keeping its end (a path's file name);
+    nothing when fewer than 8 cells are left."""
+    if room < 8:
+        return ""
+    return text if len(text) <= room else "…" + text[-(room - 1) :]
