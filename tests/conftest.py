@@ -68,27 +68,104 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
 
 
-def _shared_data() -> Path:
+# --------------------------------------------------------------- evaluation data
+# The external evaluation data (../shared/data: the d2l-en textbook, SciFact,
+# react-docs) is not part of the repository. Tests that read it get the
+# ``needs_data`` marker (``-m needs_data`` selects them, ``-m "not needs_data"``
+# leaves them out) and, on a machine without it, skip with one line naming the
+# dataset and RAGLINE_SHARED_DATA. RAGLINE_REQUIRE_DATA=1 (set by .ci/run) turns
+# that skip into a failure, so CI never skips them.
+
+#: Dataset folder under the shared data root, for each fixture handing one out.
+DATASETS = {"d2l": "d2l-en", "scifact": "scifact", "react_docs": "react-docs"}
+DATA_FIXTURES = {"shared_data", *DATASETS}
+
+
+def shared_data_roots() -> list[Path]:
+    """Where the data may be: $RAGLINE_SHARED_DATA when set (and then only there),
+    else shared/data beside the clone or one level above it."""
     env = os.environ.get("RAGLINE_SHARED_DATA")
-    candidates = [Path(env)] if env else []
-    candidates += [REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
-    for c in candidates:
-        if (c / "d2l-en").is_dir():
-            return c
-    raise RuntimeError(
-        "evaluation data not found: set RAGLINE_SHARED_DATA or put shared/data beside the repo"
+    if env:
+        return [Path(env)]
+    return [REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
+
+
+def require_data(dataset: str | None = None) -> Path:
+    """The shared data root (``dataset`` None) or one dataset's folder in it; skip,
+    or fail under RAGLINE_REQUIRE_DATA=1, with one line saying what is missing."""
+    roots = shared_data_roots()
+    for root in roots:
+        found = root / dataset if dataset else root
+        if found.is_dir():
+            return found
+    what = f"the {dataset} evaluation data" if dataset else "the evaluation data folder"
+    message = (
+        f"needs {what}, not found in {' or '.join(str(r) for r in roots)}: set "
+        f"RAGLINE_SHARED_DATA=/path/to/shared/data (the folder holding "
+        f"{dataset or 'd2l-en, scifact, react-docs'}/)"
     )
+    if os.environ.get("RAGLINE_REQUIRE_DATA") == "1":
+        pytest.fail(f"{message} [RAGLINE_REQUIRE_DATA=1]", pytrace=False)
+    pytest.skip(message)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs_data(dataset, ...): reads external evaluation data from RAGLINE_SHARED_DATA "
+        "(skipped without it; RAGLINE_REQUIRE_DATA=1 makes it fail instead)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a data fixture, so ``-m needs_data`` finds it."""
+    for item in items:
+        used = DATA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if used and not item.get_closest_marker("needs_data"):
+            item.add_marker(pytest.mark.needs_data(*sorted(DATASETS.get(f, "") for f in used)))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``needs_data("scifact")`` by hand gets the same check."""
+    for marker in item.iter_markers("needs_data"):
+        for dataset in marker.args:
+            if dataset:
+                require_data(dataset)
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """../shared/data (SciFact, d2l-en): read only, never copied into the repo."""
-    return _shared_data()
+    """../shared/data (SciFact, d2l-en, react-docs): read only, never copied into the repo."""
+    return require_data()
 
 
 @pytest.fixture(scope="session")
-def d2l(shared_data: Path) -> Path:
-    return shared_data / "d2l-en"
+def d2l() -> Path:
+    """The d2l-en textbook (192 Markdown files): for tests about that book."""
+    return require_data("d2l-en")
+
+
+@pytest.fixture(scope="session")
+def scifact() -> Path:
+    return require_data("scifact")
+
+
+@pytest.fixture(scope="session")
+def react_docs() -> Path:
+    return require_data("react-docs")
+
+
+#: A small Markdown corpus written for these tests (a field guide to tide
+#: prediction, not taken from any book): front matter, nested headings, prose,
+#: lists, tables, code fences of three styles, inline and display maths. Tests
+#: that need "some Markdown" read it, so they run on any machine.
+TIDES = Path(__file__).resolve().parent / "fixtures" / "tides"
+
+
+@pytest.fixture(scope="session")
+def tides() -> Path:
+    return TIDES
 
 
 @pytest.fixture(scope="session")

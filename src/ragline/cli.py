@@ -20,7 +20,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
@@ -31,6 +30,7 @@ from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
 from ragline.settings import ChunkerName, GeneratorName, Settings
 from ragline.store.base import StoreError
+from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
 
 app = typer.Typer(
@@ -115,10 +115,14 @@ def ingest(
     rag = _engine(index, tenant=tenant)
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
     try:
+        # Sizes and times keep their width (44 cells and the bar); the file name
+        # gets what is left of the line, cut at its start.
+        bar_width = max(4, min(16, err.width - 54))
+        room = err.width - 44 - bar_width
         with Progress(
             TextColumn("[bold]ingest[/]"),
-            BarColumn(),
-            DownloadColumn(),
+            BarColumn(bar_width=bar_width),
+            DownloadColumn(),  # progress counts bytes read
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -130,7 +134,7 @@ def ingest(
             task = bar.add_task("ingest", total=None, file="")
 
             def progress(done: int, total: int, current: str) -> None:
-                bar.update(task, completed=done, total=total, file=current[-50:])
+                bar.update(task, completed=done, total=total, file=fit_tail(current, room))
 
             report = rag.ingest(path, tenant=tenant, chunker=chunker_name, progress=progress)
     except (StoreError, FileNotFoundError) as e:
@@ -146,41 +150,35 @@ def ingest(
 
 
 def _print_report(r: IngestReport, saved: Path) -> None:
-    t = Table(title=f"ingest {r.root}  (tenant {r.tenant}, {r.chunker} chunker, {r.model})")
-    t.add_column("files", justify="right")
-    t.add_column("indexed", justify="right")
-    t.add_column("skipped", justify="right")
-    t.add_column("deleted", justify="right")
-    t.add_column("failed", justify="right")
-    t.add_column("chunks written", justify="right")
-    t.add_column("embedded", justify="right")
-    t.add_column("tokens", justify="right")
-    t.add_column("index chunks", justify="right")
-    t.add_column("seconds", justify="right")
-    t.add_row(
-        str(r.files),
-        str(len(r.indexed)),
-        str(len(r.skipped)),
-        str(len(r.deleted)),
-        f"[red]{len(r.failed)}[/]" if r.failed else "0",
-        str(r.chunks),
-        str(r.chunks_embedded),
-        f"{r.tokens:,}",
-        str(r.index_chunks),
-        f"{r.seconds:.2f}",
-    )
-    out.print(t)
+    """The run's counts one per line (a row of ten columns does not fit 80
+    columns), then the chapters; every figure printed whole at any width."""
+    out.print(f"[bold]ingest[/] {escape(r.root)}", highlight=False, soft_wrap=True)
+    out.print(f"[dim]tenant {r.tenant}, {r.chunker} chunker, {r.model}[/]", highlight=False)
+    pairs = [
+        ("files found", str(r.files)),
+        ("indexed (new or changed)", str(len(r.indexed))),
+        ("skipped (unchanged)", str(len(r.skipped))),
+        ("deleted", str(len(r.deleted))),
+        ("failed", f"[red]{len(r.failed)}[/]" if r.failed else "0"),
+        ("chunks written", f"{r.chunks:,}"),
+        ("  embedded", f"{r.chunks_embedded:,}"),
+        ("  vectors reused", f"{r.chunks_reused:,}"),
+        ("tokens written", f"{r.tokens:,}"),
+        ("chunks in the index", f"{r.index_chunks:,}"),
+        ("seconds", f"{r.seconds:.2f}"),
+        *((f"  {stage}", f"{s:.2f}") for stage, s in r.stage_seconds.items()),
+    ]
+    out.print(pairs_table(None, pairs), highlight=False)
     if r.per_chapter:
-        c = Table(title="per chapter")
-        for col in ("chapter", "files", "chunks", "tokens"):
-            c.add_column(col, justify="left" if col == "chapter" else "right")
-        for name, cc in sorted(r.per_chapter.items()):
-            c.add_row(name or "(top level)", str(cc.files), str(cc.chunks), f"{cc.tokens:,}")
-        out.print(c)
+        rows = [
+            [escape(name or "(top level)"), f"{c.files:,}", f"{c.chunks:,}", f"{c.tokens:,}"]
+            for name, c in sorted(r.per_chapter.items())
+        ]
+        table = fit_table("per chapter", ["chapter", "files", "chunks", "tokens"], rows, out.width)
+        out.print(table, highlight=False)
     for f in r.failed:
-        err.print(f"[red]failed[/] {f}")
-    stages = ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())
-    out.print(f"[dim]stages: {stages}; report saved to {saved}[/]")
+        err.print(f"[red]failed[/] {escape(str(f))}", soft_wrap=True, highlight=False)
+    out.print(f"[dim]report saved to {escape(str(saved))}[/]", soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -475,7 +473,7 @@ def bench(
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
         return
-    for table in rich_tables(report):
+    for table in rich_tables(report, out.width):
         out.print(table)
     out.print(f"[dim]synthetic chunks: {report.data['how']}[/]")
 

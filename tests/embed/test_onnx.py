@@ -34,10 +34,10 @@ def reference() -> Any:
 
 
 @pytest.fixture(scope="module")
-def d2l_paragraphs(d2l: Path) -> list[str]:
-    """A few real prose paragraphs from the textbook."""
-    text = (d2l / "chapter_introduction" / "index.md").read_text(encoding="utf-8")
-    paras = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 400 and p[:1].isalpha()]
+def prose_paragraphs(tides: Path) -> list[str]:
+    """Four prose paragraphs of 300+ characters from the tests' tide corpus."""
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(tides.glob("*.md")))
+    paras = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 300 and p[:1].isalpha()]
     assert len(paras) >= 4
     return paras[:4]
 
@@ -48,9 +48,9 @@ def test_is_an_embedder(embedder: Embedder) -> None:
 
 
 def test_matches_sentence_transformers_fp32(
-    embedder: Embedder, reference: Any, d2l_paragraphs: list[str]
+    embedder: Embedder, reference: Any, prose_paragraphs: list[str]
 ) -> None:
-    texts = SENTENCES + d2l_paragraphs
+    texts = SENTENCES + prose_paragraphs
     ours = embedder.embed_documents(texts)
     ref = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     cosines = np.sum(ours * ref, axis=1)

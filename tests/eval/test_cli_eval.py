@@ -72,14 +72,24 @@ def test_json_report_and_hand_computed_bm25_scores(
     assert second["modes"]["bm25"]["metrics"]["mrr@10"] == pytest.approx(0.5)
 
 
-def test_table_output(beir_dir: Path, tmp_path: Path) -> None:
-    result = runner.invoke(
-        app,
-        ["eval", str(beir_dir), "--modes", "bm25", "--cache-dir", str(tmp_path / "cache")],
-    )
+@pytest.mark.parametrize("columns", [200, 80, 60])
+def test_table_output(
+    beir_dir: Path, tmp_path: Path, columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every metric whole at any width: one row per mode when it fits, else turned."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    args = ["eval", str(beir_dir), "--modes", "bm25,vector", "--cache-dir", str(tmp_path / "c")]
+    data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "tiny (test): 3 queries, 5 documents, 5 chunks" in result.stdout
-    assert "│ bm25 " in result.stdout and "0.8333" in result.stdout  # MRR@10 by hand
+    text = result.stdout
+    assert "…" not in text and max(map(len, text.splitlines())) <= columns, text
+    assert "tiny (test): 3 queries, 5 documents, 5 chunks" in " ".join(text.split())
+    assert "0.8333" in text  # bm25's MRR@10 by hand
+    words = set(text.replace("│", " ").replace("┃", " ").split())
+    for mode in ("bm25", "vector"):
+        for value in data["modes"][mode]["metrics"].values():
+            assert f"{value:.4f}" in words, (mode, value, text)
 
 
 @pytest.mark.parametrize(

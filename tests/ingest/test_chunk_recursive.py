@@ -1,4 +1,5 @@
-"""RecursiveChunker: window size, separator priority, overlap, metadata, d2l-en."""
+"""RecursiveChunker: window size, separator priority, overlap, metadata; the tests'
+own tide corpus and, with the evaluation data, d2l-en."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from ragline.ingest.parse.text import parse_text
 from ragline.types import ChunkDraft, ParsedDocument
 
 COUNT = TokenCounter()
-D2L = Path("/work/shared/data/d2l-en")
 
 
 def assert_exact_and_complete(doc: ParsedDocument, chunks: list[ChunkDraft], size: int) -> None:
@@ -99,19 +99,29 @@ def test_arguments_are_checked() -> None:
         RecursiveChunker(COUNT, chunk_chars=100, overlap_chars=100)
 
 
-def test_every_d2l_file() -> None:
-    chunker = RecursiveChunker(TokenCounter())
-    docs = [
-        parse_markdown(p.read_text(encoding="utf-8"), str(p)) for p in sorted(D2L.rglob("*.md"))
-    ]
-    assert len(docs) == 192
+def check_corpus(files: list[Path], chunker: RecursiveChunker, size: int) -> int:
+    """Exact, complete chunks of every file, most cuts on a separator; the count."""
+    docs = [parse_markdown(p.read_text(encoding="utf-8"), str(p)) for p in files]
     started = time.perf_counter()
     all_chunks = [chunker.chunk(doc) for doc in docs]
     elapsed = time.perf_counter() - started
     n_chunks = sum(len(c) for c in all_chunks)
-    print(f"\nrecursive-chunked {len(docs)} d2l files into {n_chunks} chunks in {elapsed:.2f} s")
+    print(f"\nrecursive-chunked {len(docs)} files into {n_chunks} chunks in {elapsed:.2f} s")
     for doc, chunks in zip(docs, all_chunks, strict=True):
-        assert_exact_and_complete(doc, chunks, 500)
+        assert_exact_and_complete(doc, chunks, size)
         # most cuts land on a separator, not mid-word
         hard = sum(1 for c in chunks[:-1] if doc.body[c.end : c.end + 1].isalnum())
         assert hard <= max(1, len(chunks) // 10), doc.source
+    return n_chunks
+
+
+def test_every_tide_file(tides: Path) -> None:
+    files = sorted(tides.glob("*.md"))
+    n_chunks = check_corpus(files, RecursiveChunker(COUNT, chunk_chars=300, overlap_chars=40), 300)
+    assert n_chunks > 2 * len(files)
+
+
+def test_every_d2l_file(d2l: Path) -> None:
+    files = sorted(d2l.rglob("*.md"))
+    assert len(files) == 192
+    check_corpus(files, RecursiveChunker(TokenCounter()), 500)

@@ -1,4 +1,5 @@
-"""SectionChunker: sections, atomic blocks, table/list splits, merging, overlap, d2l-en."""
+"""SectionChunker: sections, atomic blocks, table/list splits, merging, overlap; the
+tests' own tide corpus and, with the evaluation data, d2l-en."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from ragline.ingest.parse.markdown import parse_markdown
 from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument
 
 COUNT = TokenCounter()
-D2L = Path("/work/shared/data/d2l-en")
 SELF_ATTENTION = (
-    D2L / "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.md"
+    "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.md"
 )
 
 
@@ -261,8 +261,57 @@ def test_a_new_page_starts_a_new_chunk() -> None:
     assert_no_loss(doc, merged)
 
 
-def test_d2l_self_attention() -> None:
-    doc = parse_markdown(SELF_ATTENTION.read_text(encoding="utf-8"), str(SELF_ATTENTION))
+def check_corpus_chunks(files: list[Path], chunker: SectionChunker, limit: int) -> int:
+    """Chunk every file: nothing lost, code and maths never cut, no chunk over
+    ``limit`` tokens unless it is one atomic block. Returns the chunk count."""
+    docs = [parse_markdown(p.read_text(encoding="utf-8"), str(p)) for p in files]
+    started = time.perf_counter()
+    all_chunks = [chunker.chunk(doc) for doc in docs]
+    elapsed = time.perf_counter() - started
+    n_chunks = sum(len(c) for c in all_chunks)
+    print(f"\nsection-chunked {len(docs)} files into {n_chunks} chunks in {elapsed:.2f} s")
+    for doc, chunks in zip(docs, all_chunks, strict=True):
+        assert_no_loss(doc, chunks)
+        assert_never_cut(doc, chunks, {BlockKind.CODE, BlockKind.MATH})
+        for c in chunks:
+            atomic = [
+                b
+                for b in doc.blocks
+                if b.kind in (BlockKind.CODE, BlockKind.MATH, BlockKind.TABLE)
+                and (b.start, b.end) == (c.start, c.end)
+            ]
+            assert c.token_count <= limit or atomic, (doc.source, c.text[:80])
+    return n_chunks
+
+
+def test_tide_harmonics_small_chunks_keep_maths_whole_and_split_tables_by_row(
+    tides: Path,
+) -> None:
+    path = tides / "harmonics.md"
+    doc = parse_markdown(path.read_text(encoding="utf-8"), str(path))
+    chunks = SectionChunker(COUNT, max_tokens=80, overlap_tokens=10, min_tokens=10).chunk(doc)
+    assert_no_loss(doc, chunks)
+    assert_never_cut(doc, chunks, {BlockKind.MATH})
+    header = "| Name | Origin | Period (hours) | Typical share |\n| --- | --- | --- | --- |\n"
+    parts = [c for c in chunks if c.has_table]
+    assert len(parts) > 1 and all(header in p.text for p in parts)  # each reads as a table
+    assert all(p.text.startswith(header) for p in parts[1:])  # the header repeated
+    paths = {c.heading_path for c in chunks}
+    assert ("Harmonic Constituents", "The harmonic model", "Fitting the amplitudes") in paths
+    assert ("Harmonic Constituents", "The main constituents") in paths
+    assert all(c.heading_path[0] == "Harmonic Constituents" for c in chunks)
+    assert sum(c.has_equations for c in chunks) >= 2
+
+
+def test_every_tide_file_chunks_without_loss(tides: Path) -> None:
+    files = sorted(tides.glob("*.md"))
+    n_chunks = check_corpus_chunks(files, SectionChunker(COUNT, max_tokens=100, min_tokens=20), 200)
+    assert n_chunks > len(files)  # small windows: several chunks per file
+
+
+def test_d2l_self_attention(d2l: Path) -> None:
+    path = d2l / SELF_ATTENTION
+    doc = parse_markdown(path.read_text(encoding="utf-8"), str(path))
     chunks = SectionChunker(COUNT).chunk(doc)
     assert_no_loss(doc, chunks)
     assert_never_cut(doc, chunks, {BlockKind.CODE, BlockKind.MATH, BlockKind.TABLE})
@@ -275,26 +324,7 @@ def test_d2l_self_attention() -> None:
     assert any(c.has_code for c in chunks) and any(c.has_equations for c in chunks)
 
 
-def test_every_d2l_file_chunks_without_loss() -> None:
-    counter = TokenCounter()
-    chunker = SectionChunker(counter)
-    docs = [
-        parse_markdown(p.read_text(encoding="utf-8"), str(p)) for p in sorted(D2L.rglob("*.md"))
-    ]
-    assert len(docs) == 192
-    started = time.perf_counter()
-    all_chunks = [chunker.chunk(doc) for doc in docs]
-    elapsed = time.perf_counter() - started
-    n_chunks = sum(len(c) for c in all_chunks)
-    print(f"\nsection-chunked {len(docs)} d2l files into {n_chunks} chunks in {elapsed:.2f} s")
-    for doc, chunks in zip(docs, all_chunks, strict=True):
-        assert_no_loss(doc, chunks)
-        assert_never_cut(doc, chunks, {BlockKind.CODE, BlockKind.MATH})
-        for c in chunks:
-            atomic = [
-                b
-                for b in doc.blocks
-                if b.kind in (BlockKind.CODE, BlockKind.MATH, BlockKind.TABLE)
-                and (b.start, b.end) == (c.start, c.end)
-            ]
-            assert c.token_count <= 612 or atomic, (doc.source, c.text[:80])
+def test_every_d2l_file_chunks_without_loss(d2l: Path) -> None:
+    files = sorted(d2l.rglob("*.md"))
+    assert len(files) == 192
+    check_corpus_chunks(files, SectionChunker(TokenCounter()), 612)

@@ -1,4 +1,5 @@
-"""Markdown parsing: spans, heading paths, block kinds, front matter, d2l-en."""
+"""Markdown parsing: spans, heading paths, block kinds, front matter; the tests'
+own tide corpus (tests/fixtures/tides) and, with the evaluation data, d2l-en."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.markdown import heading_title, parse_markdown
 from ragline.types import BlockKind, ParsedDocument
 
-D2L = Path("/work/shared/data/d2l-en")
 SELF_ATTENTION = (
-    D2L / "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.md"
+    "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.md"
 )
 
 
@@ -191,16 +191,10 @@ def test_d2l_fence_style_is_code() -> None:
     assert doc.title == "Title"
 
 
-D2L_FILES = sorted(D2L.rglob("*.md"))
-
-
-def test_d2l_corpus_is_present() -> None:
-    assert len(D2L_FILES) == 192
-
-
-def test_every_d2l_file_parses_with_exact_spans() -> None:
+def check_corpus(files: list[Path]) -> tuple[int, int, int]:
+    """Parse every file with exact spans; counts of code, maths and table blocks."""
     n_code = n_math = n_tables = 0
-    for path in D2L_FILES:
+    for path in files:
         doc = parse_markdown(path.read_text(encoding="utf-8"), str(path))
         check_spans(doc)
         assert doc.title
@@ -216,14 +210,57 @@ def test_every_d2l_file_parses_with_exact_spans() -> None:
                 n_tables += 1
             elif b.kind is BlockKind.HEADING:
                 assert b.heading_path or b.level > 4
+    return n_code, n_math, n_tables
+
+
+def test_every_tide_file_parses_with_exact_spans(tides: Path) -> None:
+    files = sorted(tides.glob("*.md"))
+    assert len(files) == 6
+    n_code, n_math, n_tables = check_corpus(files)
+    assert (n_code, n_math, n_tables) == (6, 3, 4)  # counted by hand
+
+
+def test_tide_harmonics_structure(tides: Path) -> None:
+    path = tides / "harmonics.md"
+    doc = parse_markdown(path.read_text(encoding="utf-8"), str(path))
+    assert doc.title == "Harmonic Constituents"
+    headings = [b.heading_path for b in doc.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [
+        ("Harmonic Constituents",),
+        ("Harmonic Constituents", "The harmonic model"),
+        ("Harmonic Constituents", "The harmonic model", "Fitting the amplitudes"),
+        ("Harmonic Constituents", "The main constituents"),
+        ("Harmonic Constituents", "The main constituents", "Shallow-water constituents"),
+    ]
+    maths = [doc.body[b.start : b.end] for b in doc.blocks if b.kind is BlockKind.MATH]
+    assert len(maths) == 2 and all(m.startswith("$$\n") and m.endswith("\n$$") for m in maths)
+    table = next(b for b in doc.blocks if b.kind is BlockKind.TABLE)
+    assert table.heading_path == ("Harmonic Constituents", "The main constituents")
+    assert doc.body[table.start : table.end].count("\n") == 6  # header, rule, 5 rows
+
+
+def test_tide_front_matter_title(tides: Path) -> None:
+    doc = parse_markdown((tides / "index.md").read_text(encoding="utf-8"), "index.md")
+    assert doc.title == "Tide Prediction Field Guide"
+    assert doc.metadata["tags"] == ["tides", "oceanography"]
+
+
+@pytest.fixture(scope="module")
+def d2l_files(d2l: Path) -> list[Path]:
+    return sorted(d2l.rglob("*.md"))
+
+
+def test_d2l_corpus_is_present(d2l_files: list[Path]) -> None:
+    assert len(d2l_files) == 192
+
+
+def test_every_d2l_file_parses_with_exact_spans(d2l_files: list[Path]) -> None:
+    n_code, n_math, n_tables = check_corpus(d2l_files)
     assert n_code > 2000 and n_math > 500 and n_tables > 0
 
 
-def test_d2l_self_attention_structure() -> None:
-    path = (
-        D2L
-        / "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.md"
-    )
+def test_d2l_self_attention_structure(d2l: Path) -> None:
+    path = d2l / SELF_ATTENTION
     doc = parse_markdown(path.read_text(encoding="utf-8"), str(path))
     assert doc.title == "Self-Attention and Positional Encoding"
     headings = [b.heading_path for b in doc.blocks if b.kind is BlockKind.HEADING]

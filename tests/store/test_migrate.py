@@ -171,12 +171,12 @@ def test_an_empty_source_is_refused(tmp_path: Path, pg_url: str) -> None:
 
 @pytest.mark.slow
 def test_store_url_selects_postgres_for_every_command(
-    pg_url: str, d2l: Path, tmp_path: Path
+    pg_url: str, tides: Path, tmp_path: Path
 ) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for name in ("index.md", "colab.md", "d2l.md"):
-        shutil.copy(d2l / "chapter_appendix-tools-for-deep-learning" / name, corpus / name)
+    for name in ("index.md", "gauges.md", "tools.md"):
+        shutil.copy(tides / name, corpus / name)
     schema = schema_name()
     env = {"STORE_URL": f"{pg_url}?schema={schema}", "RAGLINE_INDEX_DIR": str(tmp_path / "idx")}
 
@@ -192,7 +192,7 @@ def test_store_url_selects_postgres_for_every_command(
     status = runner.invoke(app, ["status", "--json"], env=env)
     assert status.exit_code == 0, status.output
     assert json.loads(status.stdout)["chunks"] == chunks
-    found = runner.invoke(app, ["search", "d2l package", "--mode", "bm25", "--json"], env=env)
+    found = runner.invoke(app, ["search", "tidekit package", "--mode", "bm25", "--json"], env=env)
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)["hits"]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.table import Table
+from rich.console import RenderableType
 
 from ragline.embed.base import Embedder, Vectors
 from ragline.engine import Ragline
@@ -49,6 +49,7 @@ from ragline.eval.synthetic import (
 from ragline.retrieve.retriever import SEARCH_MODES, Retriever, SearchMode
 from ragline.settings import Settings
 from ragline.store.factory import make_store
+from ragline.tables import fit_table, pairs_table
 
 #: Stages an ingest report times, in pipeline order.
 INGEST_STAGES = ("hash", "parse", "chunk", "embed", "write", "delete", "optimize")
@@ -589,60 +590,46 @@ def render_markdown(r: BenchReport, command: str) -> str:
     return "\n".join(lines)
 
 
-def rich_tables(r: BenchReport) -> list[Table]:
-    """The report's tables for the terminal."""
-    tables: list[Table] = []
+def rich_tables(r: BenchReport, width: int) -> list[RenderableType]:
+    """The report's tables for a terminal ``width`` cells wide (turned or stacked
+    where a table would not fit: figures are never cut)."""
+    tables: list[RenderableType] = []
     if r.ingest is not None:
         g = r.ingest
-        t = Table(title=f"ingest {g.path}: {g.files} files, {g.chunks:,} chunks")
-        for col in (
-            "chunks/s",
-            "raw model chunks/s",
-            "% of raw",
-            "stage shares",
-            "peak RSS",
-            "index",
-        ):
-            t.add_column(col, justify="left" if col == "stage shares" else "right")
-        t.add_row(
-            f"{g.chunks_per_s:.1f}",
-            f"{g.raw_chunks_per_s:.1f}",
-            f"{100 * g.ratio_to_raw:.1f} %",
-            stage_shares_text(g),
-            mib(g.peak_rss_bytes),
-            mib(g.index_bytes),
-        )
-        tables.append(t)
-    t = Table(title="search latency, ms (search only | end to end)")
-    for col in ("chunks", "mode", "p50", "p95", "p99", "e2e p50", "e2e p95", "e2e p99"):
-        t.add_column(col, justify="right")
+        shown = {k: v for k, v in g.stage_shares.items() if v >= 0.0005}
+        other = max(0.0, 1.0 - sum(g.stage_shares.values()))
+        pairs = [
+            ("chunks/s", f"{g.chunks_per_s:.1f}"),
+            ("raw model chunks/s", f"{g.raw_chunks_per_s:.1f}"),
+            ("% of raw", f"{100 * g.ratio_to_raw:.1f} %"),
+            ("share of time", ""),
+            *((f"  {k}", f"{100 * v:.1f} %") for k, v in [*shown.items(), ("other", other)]),
+            ("peak RSS", mib(g.peak_rss_bytes)),
+            ("index", mib(g.index_bytes)),
+        ]
+        title = f"ingest {g.path}: {g.files} files, {g.chunks:,} chunks"
+        tables.append(pairs_table(title, pairs))
+    headers = ["chunks, mode", "p50", "p95", "p99", "e2e p50", "e2e p95", "e2e p99"]
+    rows = []
     for sc in r.scales:
         for mode, only in sc.search_only.items():
             full = sc.end_to_end[mode]
-            t.add_row(
-                f"{sc.chunks:,}",
-                mode,
-                f"{only.p50:.1f}",
-                f"{only.p95:.1f}",
-                f"{only.p99:.1f}",
-                f"{full.p50:.1f}",
-                f"{full.p95:.1f}",
-                f"{full.p99:.1f}",
+            rows.append(
+                [
+                    f"{sc.chunks:,} {mode}",
+                    f"{only.p50:.1f}",
+                    f"{only.p95:.1f}",
+                    f"{only.p99:.1f}",
+                    f"{full.p50:.1f}",
+                    f"{full.p95:.1f}",
+                    f"{full.p99:.1f}",
+                ]
             )
-    tables.append(t)
-    t = Table(title=f"index build, memory ({r.memory_method}) and disk")
-    for col in (
-        "chunks",
-        "write s",
-        "optimize s",
-        "vector index",
-        "peak RSS build",
-        "peak RSS search",
-        "on disk",
-    ):
-        t.add_column(col, justify="right")
-    for sc in r.scales:
-        t.add_row(
+    tables.append(fit_table("search latency, ms (search only | end to end)", headers, rows, width))
+    headers = ["chunks", "write s", "optimize s", "vector index", "peak RSS build"]
+    headers += ["peak RSS search", "on disk"]
+    rows = [
+        [
             f"{sc.chunks:,}",
             f"{sc.write_seconds:.1f}",
             f"{sc.optimize_seconds:.1f}",
@@ -650,6 +637,9 @@ def rich_tables(r: BenchReport) -> list[Table]:
             mib(sc.build_peak_rss_bytes),
             mib(sc.search_peak_rss_bytes),
             mib(sc.index_bytes),
-        )
-    tables.append(t)
+        ]
+        for sc in r.scales
+    ]
+    title = f"index build, memory ({r.memory_method}) and disk"
+    tables.append(fit_table(title, headers, rows, width))
     return tables

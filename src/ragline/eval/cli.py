@@ -346,7 +346,7 @@ def eval_command(
             markdown = answers_markdown(a_report, command)
 
             def render() -> None:
-                out.print(answers_table(a_report))
+                out.print(answers_table(a_report, out.width))
         else:
             if dataset_dir is None:
                 raise _fail("give a BEIR dataset folder, or --answers CLAIMS_DIR")
@@ -360,7 +360,7 @@ def eval_command(
             markdown = retrieval_markdown(r_report, command)
 
             def render() -> None:
-                out.print(retrieval_table(r_report))
+                out.print(retrieval_table(r_report, out.width))
     except DatasetError as e:
         raise _fail(str(e)) from None
     except StoreError as e:

@@ -5,41 +5,41 @@ from __future__ import annotations
 import platform
 from datetime import UTC, datetime
 
-from rich.table import Table
+from rich.console import RenderableType
 
 from ragline.eval.answers import AnswersReport
 from ragline.eval.runs import METRIC_NAMES, RetrievalReport
+from ragline.tables import fit_table
 
 LATENCY_KEYS = ("p50", "p95", "p99")
 
 
-def retrieval_table(report: RetrievalReport) -> Table:
-    t = Table(
-        title=f"{report.dataset} ({report.split}): {report.queries} queries, "
+def retrieval_table(report: RetrievalReport, width: int) -> RenderableType:
+    """One row per mode (turned or stacked when ``width`` is too narrow for it)."""
+    title = (
+        f"{report.dataset} ({report.split}): {report.queries} queries, "
         f"{report.documents} documents, {report.chunks} chunks, {report.model}"
     )
-    t.add_column("mode")
-    for name in METRIC_NAMES:
-        t.add_column(name, justify="right")
-    for key in LATENCY_KEYS:
-        t.add_column(f"{key} ms", justify="right")
+    headers = ["mode", *METRIC_NAMES, *(f"{key} ms" for key in LATENCY_KEYS)]
     best = {
         name: max((r.metrics[name] for r in report.results), default=0.0) for name in METRIC_NAMES
     }
+    rows = []
     for r in report.results:
         label = f"{r.mode} (default)" if r.mode == report.default_mode else r.mode
-        cells = []
+        cells = [label]
         for name in METRIC_NAMES:
             v = r.metrics[name]
             cells.append(f"[bold]{v:.4f}[/]" if v == best[name] else f"{v:.4f}")
         cells += [f"{r.latency_ms[k]:.1f}" for k in LATENCY_KEYS]
-        t.add_row(label, *cells)
-    return t
+        rows.append(cells)
+    return fit_table(title, headers, rows, width)
 
 
-def answers_table(report: AnswersReport) -> Table:
-    t = Table(title=f"answers: {report.claims} claims from {report.claims_dir} ({report.split})")
-    cols = (
+def answers_table(report: AnswersReport, width: int) -> RenderableType:
+    """One row per generator (turned or stacked when ``width`` is too narrow for it)."""
+    title = f"answers: {report.claims} claims from {report.claims_dir} ({report.split})"
+    headers = [
         "generator",
         "claims scored",
         "citations",
@@ -50,24 +50,25 @@ def answers_table(report: AnswersReport) -> Table:
         "fallback out-of-scope",
         "fallback in-scope",
         "p50 ms",
-    )
-    for c in cols:
-        t.add_column(c, justify="left" if c == "generator" else "right")
+    ]
+    rows = []
     for r in report.results:
         s = r.scores
-        t.add_row(
-            r.generator,
-            str(s.claims),
-            str(s.citations),
-            f"{s.doc_precision:.3f}",
-            f"{s.doc_recall:.3f}",
-            f"{s.sentence_precision:.3f}",
-            f"{s.sentence_recall:.3f}",
-            f"{r.fallback_out_of_scope:.3f} of {r.out_of_scope}",
-            f"{r.fallback_in_scope:.3f}",
-            f"{r.latency_ms['p50']:.0f}",
+        rows.append(
+            [
+                r.generator,
+                str(s.claims),
+                str(s.citations),
+                f"{s.doc_precision:.3f}",
+                f"{s.doc_recall:.3f}",
+                f"{s.sentence_precision:.3f}",
+                f"{s.sentence_recall:.3f}",
+                f"{r.fallback_out_of_scope:.3f} of {r.out_of_scope}",
+                f"{r.fallback_in_scope:.3f}",
+                f"{r.latency_ms['p50']:.0f}",
+            ]
         )
-    return t
+    return fit_table(title, headers, rows, width)
 
 
 def _machine() -> str:

