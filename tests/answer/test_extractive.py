@@ -15,7 +15,9 @@ from ragline.answer.generators.extractive import (
     cite,
     is_answer_sentence,
     select_sentences,
+    table_row_sentences,
 )
+from ragline.answer.sentences import segments
 from ragline.embed.tokenizer import TokenCounter
 from ragline.types import Chunk, Hit
 
@@ -104,4 +106,40 @@ def test_a_sentence_leading_into_a_formula_after_a_comma_is_kept(
     ctx = build_context([make_hit(make_chunk("v", text), 0.6, 1)], count_tokens, 2000)
     assert [c.text for c in candidates(ctx)] == [
         "The estimate converges to the optimal value function whatever the start $V_0$."
+    ]
+
+
+TABLE = (
+    "# Suppliers\n\n| Supplier | Country | Lead time (days) |\n| --- | --- | --- |\n"
+    "| Fjordline Metals | Norway | 21 |\n| Castilla \\| Sons | Spain |  |\n| only one |  |  |"
+)
+
+
+def test_table_rows_read_as_sentences_naming_their_columns() -> None:
+    rows = table_row_sentences(TABLE, segments(TABLE))
+    assert rows == [
+        (
+            TABLE.index("| Fjordline"),
+            "Supplier: Fjordline Metals; Country: Norway; Lead time (days): 21.",
+        ),
+        (TABLE.index("| Castilla"), "Supplier: Castilla | Sons; Country: Spain."),
+    ]  # a row with one filled cell says nothing about the columns
+
+
+def test_a_table_alone_answers_with_its_rows_but_not_beside_prose(
+    make_chunk: Callable[..., Chunk], make_hit: Callable[..., Hit], count_tokens: TokenCounter
+) -> None:
+    sheet = make_chunk("s", TABLE, title="Supply", section="Suppliers")
+    mixed = make_chunk(
+        "m",
+        "Lead times are agreed every year.\n\n| Supplier | Days |\n| --- | --- |\n| Acme | 5 |",
+        title="Policy",
+        section="Lead times",
+        doc_id="d2",
+    )
+    ctx = build_context([make_hit(sheet, 0.6, 1), make_hit(mixed, 0.5, 2)], count_tokens, 2000)
+    assert [(c.block, c.text) for c in candidates(ctx)] == [
+        (1, "Supplier: Fjordline Metals; Country: Norway; Lead time (days): 21."),
+        (1, "Supplier: Castilla | Sons; Country: Spain."),
+        (2, "Lead times are agreed every year."),
     ]

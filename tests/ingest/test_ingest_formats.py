@@ -41,6 +41,20 @@ QUESTIONS = [
         2,
         "corrosion",
     ),
+    (
+        "What is the lead time in days of Fjordline Metals?",
+        "supply.xlsx",
+        ("Suppliers",),
+        None,
+        "Supplier: Fjordline Metals; Country: Norway; Lead time (days): 21",
+    ),
+    (
+        "What is the altitude of the Mauna Kea observatory?",
+        "observatories.csv",
+        (),
+        None,
+        "Observatory: Mauna Kea; Country: United States; Altitude (m): 4207",
+    ),
 ]
 
 
@@ -136,9 +150,8 @@ def test_a_question_about_each_file_is_answered_with_a_citation_to_it(
 def test_a_question_about_a_sheet_finds_its_row_under_the_header(
     rag: Ragline, question: str, file: str, path: tuple[str, ...], header: str, row: str
 ) -> None:
-    """Tables are retrieved whole with their header; the extractive generator quotes
-    prose sentences only, so a table row is answered by a model generator
-    (docs/ingestion.md), and this checks what it would be given."""
+    """The row is retrieved under its table's header, which is what a generator
+    (extractive or a model) is given to answer from."""
     top = rag.search(question).hits[0].chunk
     assert Path(top.source).name == file
     assert top.heading_path == path

@@ -21,9 +21,10 @@ import numpy as np
 from ragline.answer.citations import EmbedTexts, lexical_overlap
 from ragline.answer.context import Context
 from ragline.answer.generators.base import Delta, GenerationRequest
-from ragline.answer.sentences import MATH, PROSE, clean_sentence, segments
+from ragline.answer.sentences import MATH, PROSE, TABLE, Segment, clean_sentence, segments
 
 _MATH = re.compile(r"\$[^$]*\$")
+_SEPARATOR_CELL = re.compile(r":?-{3,}:?")
 _EXERCISES = re.compile(r"^\s*(exercises?|problems?|questions?|quiz)\s*$", re.IGNORECASE)
 
 
@@ -65,6 +66,12 @@ def candidates(context: Context) -> list[Candidate]:
         if _EXERCISES.match(block.hit.chunk.section):
             continue
         segs = segments(block.text)
+        if not any(seg.kind == PROSE for seg in segs):  # a table alone: a sheet, a CSV
+            for start, text in table_row_sentences(block.text, segs):
+                if text.lower() not in seen:
+                    seen.add(text.lower())
+                    out.append(Candidate(block.number, start, text))
+            continue
         for i, seg in enumerate(segs):
             if seg.kind != PROSE:
                 continue
@@ -77,6 +84,41 @@ def candidates(context: Context) -> list[Candidate]:
             seen.add(key)
             out.append(Candidate(block.number, seg.start, text))
     return out
+
+
+def table_row_sentences(text: str, segs: Sequence[Segment]) -> list[tuple[int, str]]:
+    """Each body row of the pipe tables in ``segs`` as a sentence naming its columns
+    ("Supplier: Fjordline Metals; Country: Norway; Lead time (days): 21."), with the
+    row's offset: a spreadsheet's answer is a row, and a row means little without
+    its header. Rows with fewer than two filled cells or over 60 words are skipped."""
+    out: list[tuple[int, str]] = []
+    header: list[str] = []
+    in_table = False
+    for seg in segs:
+        if seg.kind != TABLE:
+            in_table = False
+            continue
+        cells = _cells(text[seg.start : seg.end])
+        if not in_table:
+            header, in_table = cells, True
+            continue
+        if all(_SEPARATOR_CELL.fullmatch(c) for c in cells):
+            continue
+        pairs = [
+            f"{name}: {value}" if name else value
+            for name, value in zip(header + [""] * len(cells), cells, strict=False)
+            if value
+        ]
+        sentence = "; ".join(pairs) + "."
+        if len(pairs) >= 2 and len(sentence.split()) <= 60:
+            out.append((seg.start, sentence[:1].upper() + sentence[1:]))
+    return out
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of one pipe-table line (``\\|`` is a literal bar)."""
+    inner = line.strip().removeprefix("|").removesuffix("|")
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
 
 
 def select_sentences(
