@@ -245,8 +245,8 @@ def test_text_outside_blocks_is_still_chunked() -> None:
 
 
 def test_a_new_page_starts_a_new_chunk() -> None:
-    """Pages of one section are not packed together, so each chunk cites one page;
-    small pages still merge by RAGLINE_CHUNK_MIN_TOKENS."""
+    """Pages of one section are neither packed nor merged together, so each chunk
+    cites one page, however small."""
     pages = [sentences(3, "pumps"), sentences(3, "valves"), sentences(3, "seals")]
     body = "\n\n".join(pages)
     blocks, pos = [], 0
@@ -257,7 +257,7 @@ def test_a_new_page_starts_a_new_chunk() -> None:
     chunks = SectionChunker(COUNT, max_tokens=400, overlap_tokens=0, min_tokens=0).chunk(doc)
     assert [(c.page, body_of(c, doc)) for c in chunks] == list(enumerate(pages, start=1))
     merged = SectionChunker(COUNT, max_tokens=400, overlap_tokens=0, min_tokens=100).chunk(doc)
-    assert len(merged) == 1
+    assert [(c.page, body_of(c, doc)) for c in merged] == list(enumerate(pages, start=1))
     assert_no_loss(doc, merged)
 
 

@@ -122,6 +122,7 @@ def test_xlsx_sheets_are_sections_of_tables(tmp_path: Path, gen: ModuleType) -> 
             "| SH-0001 | Depot 1 | 101 |\n| SH-0002 | Depot 2 | 102 |\n| SH-0003 | Depot 3 | 103 |",
         ),
     ]
+    assert [b.page for b in doc.blocks] == [1, 1, 2, 2]  # a sheet's place in the workbook
 
 
 def test_a_big_sheet_is_cut_between_rows_with_its_header_repeated(

@@ -218,9 +218,9 @@ class SectionChunker:
       ``max_tokens`` becomes its own oversized chunk. A table that fits is never
       cut; a larger one is cut between rows, each later part repeating the
       header (a single row larger than the budget stays whole).
-    * **Pages**: a block on a new page (PDF page, slide) starts a new chunk, so
-      a chunk's ``page`` is the page of all its text, unless an undersized piece
-      was merged into it.
+    * **Pages**: a block on a new page (PDF page, slide) starts a new chunk and
+      chunks of different pages are never merged, so a chunk's ``page`` is the
+      page of all its text (a short slide or page end stays undersized).
     * **Lists** stay whole when they fit, else are cut between top-level items;
       an oversized paragraph (or list item) is cut between sentences, then
       lines, then words, then characters.
@@ -385,6 +385,8 @@ class SectionChunker:
         def ok(j: int | None) -> bool:
             if j is None or drafts[j].tokens + d.tokens > limit:
                 return False
+            if None is not drafts[j].segs[0].page != d.segs[0].page is not None:
+                return False  # a chunk cites one page: a short slide stays its own chunk
             # a table part's repeated header must stay at the very start of its chunk
             return not (j == nxt and drafts[j].segs[0].prefix)
 

@@ -1,7 +1,8 @@
 """Spreadsheets (``.xlsx`` with openpyxl, ``.csv`` with the standard library) →
 :class:`ParsedDocument`.
 
-A sheet is a section titled by its name, its rows one pipe table whose first
+A sheet is a section titled by its name and numbered like a page (its place in
+the workbook), its rows one pipe table whose first
 non-empty row is the header: the section chunker keeps a table whole when it
 fits and otherwise cuts it between rows, repeating the header in every part,
 so each chunk still says what its columns mean. Cells hold the values last
@@ -38,8 +39,9 @@ def parse_xlsx(data: bytes, source: str) -> ParsedDocument:
     except Exception as exc:  # openpyxl/zipfile/lxml raise many types for a bad file
         raise IngestError(source, None, f"corrupt .xlsx file: {exc}") from exc
     builder = BodyBuilder()
-    for name, rows in sheets:
+    for number, (name, rows) in enumerate(sheets, start=1):
         if rows:
+            builder.page = number  # like a slide: cited by number, never merged with another
             builder.reset_path()
             builder.heading(name, 1)
             builder.table(rows)
