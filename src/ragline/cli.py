@@ -26,6 +26,7 @@ from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.eval.cli import eval_command
 from ragline.ingest.report import IngestReport
+from ragline.ingest.web import is_url
 from ragline.retrieve.retriever import SearchMode
 from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
@@ -95,22 +96,45 @@ def _search_options(
 
 @app.command()
 def ingest(
-    path: Annotated[Path, typer.Argument(help="A folder (or one file) of documents.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH", help="A folder (or one file) of documents, or an http(s) URL."
+        ),
+    ],
     tenant: TenantOpt = None,
     chunker: Annotated[
         str | None, typer.Option("--chunker", help="section (default) or recursive.")
+    ] = None,
+    max_pages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-pages", min=1, help="URL: pages fetched at most (RAGLINE_WEB_MAX_PAGES)."
+        ),
+    ] = None,
+    max_depth: Annotated[
+        int | None,
+        typer.Option(
+            "--max-depth",
+            min=0,
+            help="URL: links followed; 0 = that page only (RAGLINE_WEB_MAX_DEPTH).",
+        ),
     ] = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index new and changed files, skip unchanged ones, drop deleted ones.
 
+    A URL is crawled on its site (a sitemap.xml: the pages it lists), honouring
+    robots.txt; a re-crawl asks each page "changed?" (ETag / Last-Modified).
+
     Exit status: 0 when every file indexed, 1 when some failed (the others and
     the existing index are kept), 2 on a usage or store error.
     """
     if chunker not in (None, "section", "recursive"):
         raise _fail(f"--chunker must be 'section' or 'recursive', not {chunker!r}")
-    if not path.exists():
+    path: str | Path = target if is_url(target) else Path(target)
+    if isinstance(path, Path) and not path.exists():
         raise _fail(f"{path}: no such file or folder")
     rag = _engine(index, tenant=tenant)
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
@@ -132,7 +156,14 @@ def ingest(
             def progress(done: int, total: int, current: str) -> None:
                 bar.update(task, completed=done, total=total, file=current[-50:])
 
-            report = rag.ingest(path, tenant=tenant, chunker=chunker_name, progress=progress)
+            report = rag.ingest(
+                path,
+                tenant=tenant,
+                chunker=chunker_name,
+                progress=progress,
+                max_pages=max_pages,
+                max_depth=max_depth,
+            )
     except (StoreError, FileNotFoundError) as e:
         raise _fail(str(e)) from None
     finally:
@@ -177,6 +208,16 @@ def _print_report(r: IngestReport, saved: Path) -> None:
         for name, cc in sorted(r.per_chapter.items()):
             c.add_row(name or "(top level)", str(cc.files), str(cc.chunks), f"{cc.tokens:,}")
         out.print(c)
+    if r.crawl:
+        w = r.crawl
+        blocked = len(w["blocked_by_robots"])
+        cut = "; stopped at the page limit, nothing deleted" if w["truncated"] else ""
+        out.print(
+            f"web {w['mode']} of {escape(w['scope'])}: {w['fetched']} fetched, "
+            f"{w['not_modified']} not modified (304), {w['gone']} gone, "
+            f"{blocked} disallowed by robots.txt{cut}",
+            highlight=False,
+        )
     for f in r.failed:
         err.print(f"[red]failed[/] {f}")
     stages = ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())

@@ -83,6 +83,24 @@ class Settings(BaseSettings):
         (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
         description="File types ingested (a JSON list in the environment).",
     )
+    web_max_pages: int = Field(
+        100, ge=1, le=1_000_000, description="Pages one web crawl (or sitemap) fetches at most."
+    )
+    web_max_depth: int = Field(
+        3, ge=0, le=100, description="Links followed from the start page; 0 = that page only."
+    )
+    web_timeout_s: float = Field(15.0, gt=0, le=600, description="Timeout of one web request.")
+    web_user_agent: str = Field(
+        "ragline/0.1 (+https://github.com/ragline/ragline)",
+        min_length=1,
+        description="User-Agent sent, and the name robots.txt rules are matched against.",
+    )
+    watch_debounce_ms: int = Field(
+        300,
+        ge=0,
+        le=60_000,
+        description="`ragline watch`: changes are gathered this long before a re-index.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
