@@ -17,9 +17,9 @@ from ragline.answer.suggestions import corpus_topics
 from ragline.embed.base import Embedder
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
-from ragline.ingest.chunk import RecursiveChunker, SectionChunker
+from ragline.ingest.chunk import Chunker, RecursiveChunker, SectionChunker
 from ragline.ingest.report import IngestReport
-from ragline.ingest.sync import Chunker, Indexer, ProgressCallback
+from ragline.ingest.sync import Indexer, ProgressCallback
 from ragline.ingest.web import PageCache, ingest_web, is_url
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import Retriever

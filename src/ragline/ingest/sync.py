@@ -23,11 +23,11 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError
+from ragline.ingest.chunk import Chunker
 from ragline.ingest.discover import chapter_of, discover_files
 from ragline.ingest.errors import IngestError
 from ragline.ingest.parse import parse_file
@@ -35,14 +35,10 @@ from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, Store, check_model
-from ragline.types import Chunk, ChunkDraft, DocumentRecord, ParsedDocument
+from ragline.types import Chunk, DocumentRecord, ParsedDocument
 
 #: progress(done_bytes, total_bytes, path): called after each file is handled.
 ProgressCallback = Callable[[int, int, str], None]
-
-
-class Chunker(Protocol):
-    def chunk(self, doc: ParsedDocument) -> list[ChunkDraft]: ...
 
 
 @dataclass(frozen=True, slots=True)
