@@ -51,7 +51,7 @@ def test_every_exported_name_imports() -> None:
         exec(f"from ragline import {name}", {})
         assert value is not None, name
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = ragline.Nope  # type: ignore[attr-defined]
+        _ = ragline.Nope
 
 
 def test_every_public_protocol_and_error_is_exported() -> None:

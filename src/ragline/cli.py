@@ -27,6 +27,7 @@ from ragline.engine import Ragline, parse_filter
 from ragline.eval.cli import eval_command
 from ragline.ingest.report import IngestReport
 from ragline.ingest.web import is_url
+from ragline.mcp.cli import mcp_command
 from ragline.retrieve.retriever import SearchMode
 from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
@@ -431,6 +432,7 @@ def migrate(
 app.add_typer(keys_app, name="keys")
 app.command("serve")(serve_command)
 app.command("eval")(eval_command)
+app.command("mcp")(mcp_command)
 
 
 @app.command()
