@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
     from ragline.ingest.web.fetch import FetchError
+    from ragline.mcp.server import ToolBackend
     from ragline.retrieve.rerank import Reranker
     from ragline.serve.querylog import QueryLog, QueryLogError
     from ragline.serve.ratelimit import RateLimiter
@@ -81,6 +82,7 @@ _LOCATIONS: dict[str, str] = {
     "RateLimiter": "ragline.serve.ratelimit",
     "PageFetcher": "ragline.ingest.web.crawl",
     "RobotsRules": "ragline.ingest.web.crawl",
+    "ToolBackend": "ragline.mcp.server",
     # types
     "Scalar": "ragline.types",
     "Filters": "ragline.types",
@@ -167,6 +169,7 @@ __all__ = [
     "StoreUrlError",
     "StreamEvent",
     "TargetNotEmptyError",
+    "ToolBackend",
 ]
 __version__ = "0.1.0"
 

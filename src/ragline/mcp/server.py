@@ -1,7 +1,7 @@
 """The MCP server: tools ``search``, ``ask``, ``get_document`` and ``get_chunk`` over
 one index, on the official MCP Python SDK (``MCPServer``).
 
-Every tool works in one tenant, which :class:`Backend` resolves for each call: the
+Every tool works in one tenant, which :class:`ToolBackend` resolves for each call: the
 configured tenant over stdio (``ragline mcp``), the API key's tenant over HTTP
 (``/mcp`` on ``ragline serve``, see :mod:`ragline.mcp.http`). Search filters always
 carry that tenant, and a document or chunk of another tenant is as absent as an
@@ -34,7 +34,7 @@ INSTRUCTIONS = (
 Mode = Literal["hybrid", "bm25", "vector"]
 
 
-class Backend(Protocol):
+class ToolBackend(Protocol):
     """Where the tools get their tenant and their answers."""
 
     rag: Ragline
@@ -62,7 +62,7 @@ class LocalBackend:
         return self.rag.ask(question, **options)
 
 
-def build_server(backend: Backend, name: str = "ragline") -> MCPServer:
+def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
     """An MCP server whose tools read ``backend.rag`` within each call's tenant."""
     rag = backend.rag
     settings = rag.settings
