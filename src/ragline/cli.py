@@ -523,5 +523,58 @@ def bench(
     out.print(f"[dim]synthetic chunks: {report.data['how']}[/]")
 
 
+@app.command()
+def watch(
+    path: Annotated[Path, typer.Argument(help="The folder to keep indexed.")],
+    tenant: TenantOpt = None,
+    debounce_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--debounce-ms",
+            min=0,
+            help="Longest wait gathering events (RAGLINE_WATCH_DEBOUNCE_MS).",
+        ),
+    ] = None,
+    index: IndexOpt = None,
+) -> None:
+    """Index the folder, then re-index it as files are added, changed or deleted.
+
+    One status line per re-index (on stderr); Ctrl-C stops.
+    """
+    from datetime import datetime
+
+    from ragline.ingest.watch import SyncEvent, watch_folder
+
+    if not path.is_dir():
+        raise _fail(f"{path}: no such folder")
+    rag = _engine(index, tenant=tenant)
+
+    def show(event: SyncEvent) -> None:
+        at = datetime.now().strftime("%H:%M:%S")
+        if event.report is None:
+            line = f"[red]{at} re-index failed:[/] {escape(event.error)}"
+        else:
+            r = event.report
+            failed = f", [red]{len(r.failed)} failed[/]" if r.failed else ""
+            line = (
+                f"{at} {event.changes}: {len(r.indexed)} indexed, {len(r.deleted)} deleted, "
+                f"{r.chunks_embedded} chunks embedded{failed}; {r.files} files, "
+                f"{r.index_chunks} chunks in {event.seconds:.2f} s; watching {escape(str(path))}"
+            )
+            for f in r.failed:
+                err.print(f"[red]failed[/] {escape(str(f))}")
+        err.print(line, highlight=False, soft_wrap=True)
+
+    try:
+        watch_folder(rag, path, tenant=tenant, on_sync=show, debounce_ms=debounce_ms)
+    except KeyboardInterrupt:  # Ctrl-C between two waits: a sync is atomic per batch
+        pass
+    except (StoreError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    err.print(f"stopped watching {escape(str(path))}", highlight=False)
+
+
 def main() -> None:  # pragma: no cover - console entry for `python -m ragline`
     sys.exit(app())
