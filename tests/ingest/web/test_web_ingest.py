@@ -127,6 +127,21 @@ def test_one_page_and_a_sitemap(make_rag: Callable[..., Ragline], site: Site) ->
     assert report.crawl["blocked_by_robots"] == [site.url("/docs/private/secret.html")]
 
 
+def test_one_page_ingest_leaves_the_rest_of_the_site(
+    make_rag: Callable[..., Ragline], site: Site
+) -> None:
+    rag = make_rag()
+    rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    site.edit("/docs/faq.html", "every second Tuesday", "every third Friday")
+    one = rag.ingest(site.url("/docs/faq.html"), max_depth=0)
+    assert one.indexed == [site.url("/docs/faq.html")] and one.deleted == []
+    assert sources(rag, site) == LINKED
+    del site.pages["/docs/faq.html"]
+    gone = rag.ingest(site.url("/docs/faq.html"), max_depth=0)
+    assert gone.deleted == [site.url("/docs/faq.html")]
+    assert sources(rag, site) == LINKED - {"/docs/faq.html"}
+
+
 def test_fetch_failures_are_reported_and_keep_the_index(
     make_rag: Callable[..., Ragline], site: Site
 ) -> None:

@@ -76,7 +76,9 @@ def crawl(
 ) -> CrawlResult:
     """Walk from ``start``; see the module docstring."""
     start = normalize(start)
-    result = CrawlResult(start, scope_of(start), "page" if max_depth == 0 else "crawl")
+    # One page is its own scope: ingesting it must not delete its neighbours.
+    one = max_depth == 0
+    result = CrawlResult(start, start if one else scope_of(start), "page" if one else "crawl")
     queue: deque[tuple[str, int]] = deque([(start, 0)])
     queued = {start}
     sources: set[str] = set()
@@ -108,6 +110,7 @@ def crawl(
         else:
             if url == start and looks_like_sitemap(got.data):
                 result.mode = "sitemap"
+                result.scope = scope_of(start)  # the sitemap lists its folder's pages
                 fetches -= 1  # the sitemap is not a page
                 follow_depth = 0
                 try:
