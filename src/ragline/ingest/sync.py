@@ -207,6 +207,7 @@ class Indexer:
         root: str,
         tenant: str | None = None,
         unchanged: Collection[str] = (),
+        keep: Collection[str] = (),
         delete_missing: bool = False,
         failed: Sequence[FileFailure] = (),
         progress: ProgressCallback | None = None,
@@ -215,7 +216,8 @@ class Indexer:
 
         ``root`` is the scope (a URL prefix): with ``delete_missing``, records under it
         that are neither in ``docs`` nor in ``unchanged`` (sources known to be unchanged
-        without their content, e.g. answered 304) are deleted. A document whose content
+        without their content, e.g. answered 304) nor in ``keep`` (sources whose fetch
+        failed this time) are deleted. A document whose content
         hash matches its record is skipped without parsing, as files are.
         """
         started = time.perf_counter()
@@ -264,7 +266,7 @@ class Indexer:
                 progress(done_bytes, total_bytes, d.source)
         self._flush(pending, report)
         report.skipped = sorted(r.source for r in kept)
-        seen = {d.source for d in docs} | set(unchanged) | {f.path for f in failed}
+        seen = {d.source for d in docs} | set(unchanged) | set(keep) | {f.path for f in failed}
         to_delete = (
             [r for s, r in sorted(indexed.items()) if s not in seen] if delete_missing else []
         )

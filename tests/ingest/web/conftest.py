@@ -125,6 +125,7 @@ class Site:
     port: int = 0
     pages: dict[str, tuple[str, str]] = field(default_factory=default_site)
     validators: bool = True
+    failing: dict[str, int] = field(default_factory=dict)  # path -> error status to answer
     log: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -149,6 +150,9 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
+            if path in site.failing:
+                self._answer(site.failing[path], b"server error", "text/plain", {})
+                return
             found = site.pages.get(path)
             if found is None:
                 self._answer(404, b"not found", "text/plain", {})

@@ -142,6 +142,23 @@ def test_one_page_ingest_leaves_the_rest_of_the_site(
     assert sources(rag, site) == LINKED - {"/docs/faq.html"}
 
 
+def test_an_outage_deletes_nothing(make_rag: Callable[..., Ragline], site: Site) -> None:
+    rag = make_rag()
+    rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    # a page fetched under another URL than its canonical one fails: its document stays
+    site.failing["/docs/guide/usage.html"] = 500
+    partial = rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    assert [f.path for f in partial.failed] == [site.url("/docs/guide/usage.html?ref=nav")]
+    assert "HTTP 500" in partial.failed[0].reason and partial.deleted == []
+    assert sources(rag, site) == LINKED
+    # the whole site down (robots.txt answers 503): nothing fetched, nothing deleted
+    site.failing["/robots.txt"] = 503
+    down = rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    assert down.deleted == [] and down.crawl["blocked_by_robots"] == []
+    assert "robots.txt answered HTTP 503" in down.failed[0].reason
+    assert sources(rag, site) == LINKED
+
+
 def test_fetch_failures_are_reported_and_keep_the_index(
     make_rag: Callable[..., Ragline], site: Site
 ) -> None:

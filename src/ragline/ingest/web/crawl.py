@@ -30,6 +30,11 @@ class PageFetcher(Protocol):
 class RobotsRules(Protocol):
     def allowed(self, url: str) -> bool: ...
 
+    def unavailable(self, url: str) -> str:
+        """Non-empty when the site's robots.txt could not be read (nothing is fetched,
+        and the pages count as failed, not as gone)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class CrawledPage:
@@ -89,18 +94,29 @@ def crawl(
             result.truncated = True
             break
         url, depth = queue.popleft()
-        if not robots.allowed(url):
-            result.blocked.append(url)
-            continue
         cached = known(url)
-        fetches += 1
-        try:
-            got = fetcher.get(url, cached.validators if cached else None)
-        except FetchError as e:
-            (result.gone.append(url) if e.gone else result.failed.append((url, str(e))))
-            continue
-        links: tuple[str, ...]
-        if got.not_modified and cached is not None:
+        links: tuple[str, ...] = ()
+        failure = ""
+        if not robots.allowed(url):
+            failure = robots.unavailable(url)
+            if not failure:
+                result.blocked.append(url)
+                continue
+        else:
+            fetches += 1
+            try:
+                got = fetcher.get(url, cached.validators if cached else None)
+            except FetchError as e:
+                if e.gone:
+                    result.gone.append(url)
+                    continue
+                failure = str(e)
+        if failure:
+            # A failure is not a deletion: the page keeps its document, and the links
+            # it had last time are still followed, so the crawl stays complete.
+            result.failed.append((url, failure))
+            links = cached.links if cached else ()
+        elif got.not_modified and cached is not None:
             if cached.source in sources:
                 result.duplicates.append(url)
                 continue

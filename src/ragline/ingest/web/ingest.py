@@ -102,11 +102,14 @@ def ingest_web(
         for p in found.pages
     ]
     failed = [FileFailure(url, f"cannot fetch: {reason}") for url, reason in found.failed]
+    # A page that failed this time keeps its document, under its canonical URL too.
+    keep = [c.source for url, _ in found.failed if (c := cache.get(tenant, url)) is not None]
     report = indexer.sync_documents(
         docs,
         root=found.scope,
         tenant=tenant,
         unchanged=[p.source for p in found.unchanged],
+        keep=keep,
         delete_missing=found.complete,
         failed=failed,
         progress=progress,

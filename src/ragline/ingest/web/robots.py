@@ -31,13 +31,26 @@ class Robots:
         self._fetch = fetch
         self._agent = user_agent
         self._sites: dict[str, RobotFileParser] = {}
+        self._status: dict[str, int] = {}
 
     def rules(self, url: str) -> RobotFileParser:
         site = origin(url)
         if site not in self._sites:
             status, text = self._fetch(site + "/robots.txt")
             self._sites[site] = rules_from(status, text)
+            self._status[site] = status
         return self._sites[site]
+
+    def unavailable(self, url: str) -> str:
+        """Why the site's robots.txt shut everything out ("" when it did not): an
+        outage must not read as "every page is gone"."""
+        self.rules(url)
+        status = self._status[origin(url)]
+        if status == 0:
+            return "robots.txt could not be fetched (site unreachable)"
+        if status >= 500:
+            return f"robots.txt answered HTTP {status}"
+        return ""
 
     def allowed(self, url: str) -> bool:
         return self.rules(url).can_fetch(self._agent, url)
