@@ -53,10 +53,9 @@ class HttpBackend:
         return caller.tenant
 
     def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
-        self._wait_ready()
         return AnswerRun(self.state, tenant).answer(question, [], None, options)
 
-    def _wait_ready(self) -> None:
+    def ready(self) -> None:
         """Engine parts are built once by the app's warm-up: never race it."""
         waited = 0.0
         while not self.state.ready:

@@ -47,6 +47,11 @@ class ToolBackend(Protocol):
         """A cited answer searched within ``tenant`` (``options`` carry its filter)."""
         ...
 
+    def ready(self) -> None:
+        """Block until the engine may be used (a server's warm-up builds its parts once);
+        raises ToolError when it never will."""
+        ...
+
 
 class LocalBackend:
     """One process, one tenant: ``ragline mcp`` over stdio."""
@@ -60,6 +65,9 @@ class LocalBackend:
 
     def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
         return self.rag.ask(question, **options)
+
+    def ready(self) -> None:
+        """Parts are built on first use: one process, one caller at a time over stdio."""
 
 
 def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
@@ -85,8 +93,13 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
 
     async def run(fn: Callable[[], Any]) -> Any:
         """An engine call in a worker thread, its expected failures as tool errors."""
+
+        def call() -> Any:
+            backend.ready()
+            return fn()
+
         try:
-            return await anyio.to_thread.run_sync(fn)
+            return await anyio.to_thread.run_sync(call)
         except RequestProblem as e:
             raise ToolError(e.message) from None
         except StoreError as e:
