@@ -359,6 +359,15 @@ class Settings(BaseSettings):
         (),
         description="Origins whose browser pages may call the API (a JSON list; empty: none).",
     )
+    mcp_ready_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="Longest an MCP call on /mcp waits for the server's warm-up (model, index).",
+    )
+    mcp_snippet_chars: int = Field(
+        600, ge=0, le=100_000, description="Text an MCP search hit carries (get_chunk: all)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

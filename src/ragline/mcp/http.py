@@ -33,8 +33,6 @@ from ragline.types import Answer
 
 MCP_PATH = "/mcp"
 CALLER_KEY = "ragline.mcp.caller"
-#: Longest a tool call waits for the server's warm-up (model load, index open).
-READY_WAIT_S = 120.0
 
 
 class HttpBackend:
@@ -61,7 +59,7 @@ class HttpBackend:
         while not self.state.ready:
             if self.state.ready_error:
                 raise ToolError(f"the index is not available: {self.state.ready_error}")
-            if waited >= READY_WAIT_S:
+            if waited >= self.state.settings.mcp_ready_timeout_s:
                 raise ToolError("the server is starting; retry in a moment")
             time.sleep(0.1)  # in a worker thread: the event loop goes on
             waited += 0.1

@@ -123,7 +123,8 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
 
         def go() -> dict[str, Any]:
             q = text(query, "query")
-            return search_payload(rag.search(q, **options(tenant, top_k, mode)))
+            found = rag.search(q, **options(tenant, top_k, mode))
+            return search_payload(found, settings.mcp_snippet_chars)
 
         result: dict[str, Any] = await run(go)
         return result

@@ -12,16 +12,15 @@ from typing import Any
 
 from ragline.types import Answer, Chunk, DocumentRecord, SearchResult
 
-#: Characters of a chunk's text a search hit carries (get_chunk returns all of it).
-SNIPPET_CHARS = 600
 
-
-def search_payload(result: SearchResult) -> dict[str, Any]:
+def search_payload(result: SearchResult, snippet_chars: int) -> dict[str, Any]:
+    """Hits without their full text: ``snippet`` holds the first ``snippet_chars``
+    (a search is for choosing; get_chunk returns the whole passage)."""
     hits = []
     for h in result.hits:
         d = h.to_dict()
         text = d.pop("text")
-        d["snippet"] = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+        d["snippet"] = text if len(text) <= snippet_chars else text[:snippet_chars] + "…"
         hits.append(d)
     return {"query": result.query, "mode": result.mode, "hits": hits}
 
