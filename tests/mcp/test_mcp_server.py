@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -225,6 +226,13 @@ def test_http_lists_tools_and_answers_in_the_keys_tenant(index: Index, served: S
     mcp_ids = [h["id"] for h in hits.structured_content["hits"]]
     assert mcp_ids == [h["id"] for h in api.json()["hits"]]
     assert {h["tenant"] for h in hits.structured_content["hits"]} == {"beta"}
+    # the calls are in the query log like the API's, under the key's tenant
+    with sqlite3.connect(index.path / "querylog.sqlite3") as db:
+        rows = db.execute(
+            "SELECT endpoint, tenant, citations FROM query_log WHERE endpoint LIKE '/mcp:%'"
+        ).fetchall()
+    assert ("/mcp:ask", "beta", len(body["citations"])) in rows
+    assert ("/mcp:search", "beta", 0) in rows
 
 
 def test_http_tenant_a_never_sees_tenant_b(index: Index, served: Served) -> None:

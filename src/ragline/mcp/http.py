@@ -28,8 +28,8 @@ from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline
 from ragline.mcp.server import build_server
 from ragline.serve.auth import bearer_key
-from ragline.serve.state import AnswerRun, Caller, ServeState
-from ragline.types import Answer
+from ragline.serve.state import AnswerRun, Caller, ServeState, new_query_id
+from ragline.types import Answer, SearchResult
 
 MCP_PATH = "/mcp"
 CALLER_KEY = "ragline.mcp.caller"
@@ -42,13 +42,27 @@ class HttpBackend:
         self.state = state
         self.rag: Ragline = state.rag
 
-    def tenant(self, ctx: Context) -> str:
+    def caller(self, ctx: Context) -> Caller:
         request = ctx.request_context.request
         scope = getattr(request, "scope", None) or {}
         caller = scope.get(CALLER_KEY)
         if not isinstance(caller, Caller):  # the gate always sets it: never guess a tenant
             raise ToolError("unauthenticated MCP call")
-        return caller.tenant
+        return caller
+
+    def tenant(self, ctx: Context) -> str:
+        return self.caller(ctx).tenant
+
+    def record(self, ctx: Context, tool: str, text: str, result: SearchResult | Answer) -> None:
+        """A query log row, as the HTTP API writes one (endpoint ``/mcp:<tool>``)."""
+        state = self.state
+        row = state.start_row(self.caller(ctx), f"{MCP_PATH}:{tool}", text, new_query_id())
+        if isinstance(result, Answer):
+            row.record_answer(result)
+        else:
+            row.retrieved_chunk_ids = [h.chunk.id for h in result.hits]
+            row.latencies_ms = dict(result.timings_ms)
+        state.log_row(row)
 
     def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
         return AnswerRun(self.state, tenant).answer(question, [], None, options)

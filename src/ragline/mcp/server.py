@@ -22,7 +22,7 @@ from ragline.engine import Ragline
 from ragline.mcp.tools import ask_payload, chunk_payload, document_payload, search_payload
 from ragline.serve.validation import RequestProblem, check_range, clean_field
 from ragline.store.base import CandidateStore, StoreError
-from ragline.types import Answer, Chunk, DocumentRecord
+from ragline.types import Answer, Chunk, DocumentRecord, SearchResult
 
 INSTRUCTIONS = (
     "ragline answers questions from an indexed document collection. Use `ask` for a "
@@ -52,6 +52,10 @@ class ToolBackend(Protocol):
         raises ToolError when it never will."""
         ...
 
+    def record(self, ctx: Context, tool: str, text: str, result: SearchResult | Answer) -> None:
+        """Note a search or an answer where the backend keeps such notes (the query log)."""
+        ...
+
 
 class LocalBackend:
     """One process, one tenant: ``ragline mcp`` over stdio."""
@@ -68,6 +72,9 @@ class LocalBackend:
 
     def ready(self) -> None:
         """Parts are built on first use: one process, one caller at a time over stdio."""
+
+    def record(self, ctx: Context, tool: str, text: str, result: SearchResult | Answer) -> None:
+        """The query log belongs to `ragline serve`; a local process keeps none."""
 
 
 def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
@@ -124,6 +131,7 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
         def go() -> dict[str, Any]:
             q = text(query, "query")
             found = rag.search(q, **options(tenant, top_k, mode))
+            backend.record(ctx, "search", q, found)
             return search_payload(found, settings.mcp_snippet_chars)
 
         result: dict[str, Any] = await run(go)
@@ -140,7 +148,9 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
 
         def go() -> dict[str, Any]:
             q = text(question, "question")
-            return ask_payload(backend.answer(tenant, q, options(tenant, top_k, mode)))
+            answer = backend.answer(tenant, q, options(tenant, top_k, mode))
+            backend.record(ctx, "ask", q, answer)
+            return ask_payload(answer)
 
         result: dict[str, Any] = await run(go)
         return result
