@@ -125,6 +125,7 @@ class Site:
     port: int = 0
     pages: dict[str, tuple[str, str]] = field(default_factory=default_site)
     validators: bool = True
+    etag: bool = True  # False: Last-Modified only
     failing: dict[str, int] = field(default_factory=dict)  # path -> error status to answer
     log: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -162,8 +163,15 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             headers: dict[str, str] = {}
             if site.validators:
                 etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
-                headers = {"ETag": etag, "Last-Modified": formatdate(1_700_000_000, usegmt=True)}
-                if self.headers.get("If-None-Match") == etag:
+                # a page's time: from its content, so an edit makes it newer
+                stamp = formatdate(1_700_000_000 + int(etag[1:9], 16) % 10**6, usegmt=True)
+                headers = {"Last-Modified": stamp}
+                if site.etag:
+                    headers["ETag"] = etag
+                    fresh = self.headers.get("If-None-Match") == etag
+                else:
+                    fresh = self.headers.get("If-Modified-Since") == stamp
+                if fresh:
                     self._answer(304, b"", kind, headers)
                     return
             self._answer(200, body, kind, headers)

@@ -73,6 +73,18 @@ def test_recrawl_of_an_unchanged_site_embeds_nothing(
     assert sources(rag, site) == LINKED  # 304 pages' links were still followed
 
 
+def test_recrawl_with_last_modified_only(make_rag: Callable[..., Ragline], site: Site) -> None:
+    site.etag = False
+    rag = make_rag()
+    rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    site.clear_log()
+    site.edit("/docs/faq.html", "every second Tuesday", "every third Friday")
+    again = rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    assert len(site.statuses(304)) == len(LINKED) - 1  # If-Modified-Since answered
+    assert site.statuses(200) == ["/docs/faq.html"]
+    assert again.indexed == [site.url("/docs/faq.html")] and again.chunks_embedded >= 1
+
+
 def test_recrawl_without_validators_skips_by_content_hash(
     make_rag: Callable[..., Ragline], site: Site
 ) -> None:
