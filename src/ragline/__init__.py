@@ -1,29 +1,187 @@
 """ragline: grounded, cited answers over a folder of documents.
 
-Public API: :class:`Ragline` (ingest, search, reindex, status) and
-:class:`Settings` (every option, read from the environment). Imported lazily so
-that ``import ragline.types`` does not load the model runtime and the store.
+Public API: :class:`Ragline` (ingest, search, ask, reindex, status),
+:class:`Settings` (every option, read from the environment), the protocols of
+the replaceable parts, the plain data types passed between stages, and the
+errors. Names are imported lazily, so ``import ragline.types`` (or
+``from ragline import Chunk``) does not load the model runtime and the store.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ragline.answer.answerer import SearchFn
+    from ragline.answer.generators.base import (
+        Delta,
+        GenerationError,
+        GenerationRequest,
+        Generator,
+        Message,
+    )
+    from ragline.answer.generators.local import LocalModelUnavailable
+    from ragline.embed.base import Embedder, EmbeddingError, ModelFingerprint
     from ragline.engine import Ragline
+    from ragline.eval.beir import DatasetError
+    from ragline.ingest.chunk import Chunker
+    from ragline.ingest.errors import IngestError
+    from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
+    from ragline.ingest.web.crawl import PageFetcher, RobotsRules
+    from ragline.ingest.web.fetch import FetchError
+    from ragline.mcp.server import ToolBackend
+    from ragline.retrieve.rerank import Reranker
+    from ragline.serve.querylog import QueryLog, QueryLogError
+    from ragline.serve.ratelimit import RateLimiter
     from ragline.settings import Settings
+    from ragline.store.base import (
+        CandidateStore,
+        ChunkVectorReader,
+        HybridCandidateReader,
+        ModelMismatchError,
+        Store,
+        StoreError,
+    )
+    from ragline.store.migrate import TargetNotEmptyError
+    from ragline.store.url import StoreUrlError
+    from ragline.types import (
+        Answer,
+        Block,
+        BlockKind,
+        Chunk,
+        ChunkDraft,
+        Citation,
+        Confidence,
+        DocumentRecord,
+        Filters,
+        Hit,
+        ParsedDocument,
+        Scalar,
+        SearchResult,
+        Source,
+        StreamEvent,
+    )
 
-__all__ = ["Ragline", "Settings"]
+#: Where each public name lives (imported on first use).
+_LOCATIONS: dict[str, str] = {
+    # the facade and its settings
+    "Ragline": "ragline.engine",
+    "Settings": "ragline.settings",
+    # protocols: one per replaceable part
+    "Embedder": "ragline.embed.base",
+    "Store": "ragline.store.base",
+    "HybridCandidateReader": "ragline.store.base",
+    "ChunkVectorReader": "ragline.store.base",
+    "CandidateStore": "ragline.store.base",
+    "Generator": "ragline.answer.generators.base",
+    "Reranker": "ragline.retrieve.rerank",
+    "Chunker": "ragline.ingest.chunk",
+    "SearchFn": "ragline.answer.answerer",
+    "QueryLog": "ragline.serve.querylog",
+    "RateLimiter": "ragline.serve.ratelimit",
+    "PageFetcher": "ragline.ingest.web.crawl",
+    "RobotsRules": "ragline.ingest.web.crawl",
+    "ToolBackend": "ragline.mcp.server",
+    # types
+    "Scalar": "ragline.types",
+    "Filters": "ragline.types",
+    "Answer": "ragline.types",
+    "Block": "ragline.types",
+    "BlockKind": "ragline.types",
+    "Chunk": "ragline.types",
+    "ChunkDraft": "ragline.types",
+    "Citation": "ragline.types",
+    "Confidence": "ragline.types",
+    "DocumentRecord": "ragline.types",
+    "Hit": "ragline.types",
+    "ParsedDocument": "ragline.types",
+    "SearchResult": "ragline.types",
+    "Source": "ragline.types",
+    "StreamEvent": "ragline.types",
+    "ModelFingerprint": "ragline.embed.base",
+    "IngestReport": "ragline.ingest.report",
+    "FileFailure": "ragline.ingest.report",
+    "ChapterCount": "ragline.ingest.report",
+    "GenerationRequest": "ragline.answer.generators.base",
+    "Delta": "ragline.answer.generators.base",
+    "Message": "ragline.answer.generators.base",
+    # errors
+    "IngestError": "ragline.ingest.errors",
+    "EmbeddingError": "ragline.embed.base",
+    "StoreError": "ragline.store.base",
+    "ModelMismatchError": "ragline.store.base",
+    "StoreUrlError": "ragline.store.url",
+    "TargetNotEmptyError": "ragline.store.migrate",
+    "GenerationError": "ragline.answer.generators.base",
+    "LocalModelUnavailable": "ragline.answer.generators.local",
+    "QueryLogError": "ragline.serve.querylog",
+    "FetchError": "ragline.ingest.web.fetch",
+    "DatasetError": "ragline.eval.beir",
+}
+
+__all__ = [
+    "Answer",
+    "Block",
+    "BlockKind",
+    "CandidateStore",
+    "ChapterCount",
+    "Chunk",
+    "ChunkDraft",
+    "ChunkVectorReader",
+    "Chunker",
+    "Citation",
+    "Confidence",
+    "DatasetError",
+    "Delta",
+    "DocumentRecord",
+    "Embedder",
+    "EmbeddingError",
+    "FetchError",
+    "FileFailure",
+    "Filters",
+    "GenerationError",
+    "GenerationRequest",
+    "Generator",
+    "Hit",
+    "HybridCandidateReader",
+    "IngestError",
+    "IngestReport",
+    "LocalModelUnavailable",
+    "Message",
+    "ModelFingerprint",
+    "ModelMismatchError",
+    "PageFetcher",
+    "ParsedDocument",
+    "QueryLog",
+    "QueryLogError",
+    "Ragline",
+    "RateLimiter",
+    "Reranker",
+    "RobotsRules",
+    "Scalar",
+    "SearchFn",
+    "SearchResult",
+    "Settings",
+    "Source",
+    "Store",
+    "StoreError",
+    "StoreUrlError",
+    "StreamEvent",
+    "TargetNotEmptyError",
+    "ToolBackend",
+]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Ragline":
-        from ragline.engine import Ragline
+    module = _LOCATIONS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragline' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # the next lookup skips this function
+    return value
 
-        return Ragline
-    if name == "Settings":
-        from ragline.settings import Settings
 
-        return Settings
-    raise AttributeError(f"module 'ragline' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

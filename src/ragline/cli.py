@@ -25,6 +25,8 @@ from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.eval.cli import eval_command
 from ragline.ingest.report import IngestReport
+from ragline.ingest.web import is_url
+from ragline.mcp.cli import mcp_command
 from ragline.retrieve.retriever import SearchMode
 from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
@@ -95,22 +97,45 @@ def _search_options(
 
 @app.command()
 def ingest(
-    path: Annotated[Path, typer.Argument(help="A folder (or one file) of documents.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH", help="A folder (or one file) of documents, or an http(s) URL."
+        ),
+    ],
     tenant: TenantOpt = None,
     chunker: Annotated[
         str | None, typer.Option("--chunker", help="section (default) or recursive.")
+    ] = None,
+    max_pages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-pages", min=1, help="URL: pages fetched at most (RAGLINE_WEB_MAX_PAGES)."
+        ),
+    ] = None,
+    max_depth: Annotated[
+        int | None,
+        typer.Option(
+            "--max-depth",
+            min=0,
+            help="URL: links followed; 0 = that page only (RAGLINE_WEB_MAX_DEPTH).",
+        ),
     ] = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index new and changed files, skip unchanged ones, drop deleted ones.
 
+    A URL is crawled on its site (a sitemap.xml: the pages it lists), honouring
+    robots.txt; a re-crawl asks each page "changed?" (ETag / Last-Modified).
+
     Exit status: 0 when every file indexed, 1 when some failed (the others and
     the existing index are kept), 2 on a usage or store error.
     """
     if chunker not in (None, "section", "recursive"):
         raise _fail(f"--chunker must be 'section' or 'recursive', not {chunker!r}")
-    if not path.exists():
+    path: str | Path = target if is_url(target) else Path(target)
+    if isinstance(path, Path) and not path.exists():
         raise _fail(f"{path}: no such file or folder")
     rag = _engine(index, tenant=tenant)
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
@@ -136,7 +161,14 @@ def ingest(
             def progress(done: int, total: int, current: str) -> None:
                 bar.update(task, completed=done, total=total, file=fit_tail(current, room))
 
-            report = rag.ingest(path, tenant=tenant, chunker=chunker_name, progress=progress)
+            report = rag.ingest(
+                path,
+                tenant=tenant,
+                chunker=chunker_name,
+                progress=progress,
+                max_pages=max_pages,
+                max_depth=max_depth,
+            )
     except (StoreError, FileNotFoundError) as e:
         raise _fail(str(e)) from None
     finally:
@@ -176,6 +208,16 @@ def _print_report(r: IngestReport, saved: Path) -> None:
         ]
         table = fit_table("per chapter", ["chapter", "files", "chunks", "tokens"], rows, out.width)
         out.print(table, highlight=False)
+    if r.crawl:
+        w = r.crawl
+        blocked = len(w["blocked_by_robots"])
+        cut = "; stopped at the page limit, nothing deleted" if w["truncated"] else ""
+        out.print(
+            f"web {w['mode']} of {escape(w['scope'])}: {w['fetched']} fetched, "
+            f"{w['not_modified']} not modified (304), {w['gone']} gone, "
+            f"{blocked} disallowed by robots.txt{cut}",
+            highlight=False,
+        )
     for f in r.failed:
         err.print(f"[red]failed[/] {escape(str(f))}", soft_wrap=True, highlight=False)
     out.print(f"[dim]report saved to {escape(str(saved))}[/]", soft_wrap=True, highlight=False)
@@ -388,6 +430,7 @@ def migrate(
 app.add_typer(keys_app, name="keys")
 app.command("serve")(serve_command)
 app.command("eval")(eval_command)
+app.command("mcp")(mcp_command)
 
 
 @app.command()
@@ -476,6 +519,59 @@ def bench(
     for table in rich_tables(report, out.width):
         out.print(table)
     out.print(f"[dim]synthetic chunks: {report.data['how']}[/]")
+
+
+@app.command()
+def watch(
+    path: Annotated[Path, typer.Argument(help="The folder to keep indexed.")],
+    tenant: TenantOpt = None,
+    debounce_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--debounce-ms",
+            min=0,
+            help="Longest wait gathering events (RAGLINE_WATCH_DEBOUNCE_MS).",
+        ),
+    ] = None,
+    index: IndexOpt = None,
+) -> None:
+    """Index the folder, then re-index it as files are added, changed or deleted.
+
+    One status line per re-index (on stderr); Ctrl-C stops.
+    """
+    from datetime import datetime
+
+    from ragline.ingest.watch import SyncEvent, watch_folder
+
+    if not path.is_dir():
+        raise _fail(f"{path}: no such folder")
+    rag = _engine(index, tenant=tenant)
+
+    def show(event: SyncEvent) -> None:
+        at = datetime.now().strftime("%H:%M:%S")
+        if event.report is None:
+            line = f"[red]{at} re-index failed:[/] {escape(event.error)}"
+        else:
+            r = event.report
+            failed = f", [red]{len(r.failed)} failed[/]" if r.failed else ""
+            line = (
+                f"{at} {event.changes}: {len(r.indexed)} indexed, {len(r.deleted)} deleted, "
+                f"{r.chunks_embedded} chunks embedded{failed}; {r.files} files, "
+                f"{r.index_chunks} chunks in {event.seconds:.2f} s; watching {escape(str(path))}"
+            )
+            for f in r.failed:
+                err.print(f"[red]failed[/] {escape(str(f))}")
+        err.print(line, highlight=False, soft_wrap=True)
+
+    try:
+        watch_folder(rag, path, tenant=tenant, on_sync=show, debounce_ms=debounce_ms)
+    except KeyboardInterrupt:  # Ctrl-C between two waits: a sync is atomic per batch
+        pass
+    except (StoreError, FileNotFoundError) as e:
+        raise _fail(str(e)) from None
+    finally:
+        rag.close()
+    err.print(f"stopped watching {escape(str(path))}", highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m ragline`

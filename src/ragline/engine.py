@@ -17,9 +17,10 @@ from ragline.answer.suggestions import corpus_topics
 from ragline.embed.base import Embedder
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
-from ragline.ingest.chunk import RecursiveChunker, SectionChunker
+from ragline.ingest.chunk import Chunker, RecursiveChunker, SectionChunker
 from ragline.ingest.report import IngestReport
-from ragline.ingest.sync import Chunker, Indexer, ProgressCallback
+from ragline.ingest.sync import Indexer, ProgressCallback
+from ragline.ingest.web import PageCache, ingest_web, is_url
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import ChunkerName, Settings
@@ -114,22 +115,42 @@ class Ragline:
 
     def ingest(
         self,
-        path: Path,
+        path: str | Path,
         *,
         tenant: str | None = None,
         chunker: ChunkerName | None = None,
         progress: ProgressCallback | None = None,
         title: str | None = None,
+        max_pages: int | None = None,
+        max_depth: int | None = None,
     ) -> IngestReport:
-        """Sync ``path`` into the index; the report is also saved as JSON.
+        """Sync ``path`` (a folder, a file, or an http(s) URL) into the index; the
+        report is also saved as JSON.
 
-        ``title``: the title of a single file that has none of its own."""
+        ``title``: the title of a single file that has none of its own. A URL is
+        crawled (:mod:`ragline.ingest.web`) within ``max_pages`` fetches and
+        ``max_depth`` links (default: the ``web_*`` settings)."""
         counter = TokenCounter()
         settings = self.settings
         if chunker and chunker != settings.chunker:
             settings = settings.model_copy(update={"chunker": chunker})
         indexer = Indexer(self.store, self.embedder, settings, make_chunker(settings, counter))
-        report = indexer.sync(path, tenant=tenant, progress=progress, title=title)
+        if isinstance(path, str) and is_url(path):
+            cache = PageCache(settings.index_dir)
+            try:
+                report = ingest_web(
+                    indexer,
+                    cache,
+                    path,
+                    tenant=tenant or settings.tenant,
+                    max_pages=settings.web_max_pages if max_pages is None else max_pages,
+                    max_depth=settings.web_max_depth if max_depth is None else max_depth,
+                    progress=progress,
+                )
+            finally:
+                cache.close()
+        else:
+            report = indexer.sync(Path(path), tenant=tenant, progress=progress, title=title)
         report.save(self.reports_dir)
         return report
 

@@ -102,6 +102,24 @@ class Settings(BaseSettings):
     pdf_tables: bool = Field(
         True, description="Rebuild ruled PDF tables as tables (pdfplumber, the pdf extra)."
     )
+    web_max_pages: int = Field(
+        100, ge=1, le=1_000_000, description="Pages one web crawl (or sitemap) fetches at most."
+    )
+    web_max_depth: int = Field(
+        3, ge=0, le=100, description="Links followed from the start page; 0 = that page only."
+    )
+    web_timeout_s: float = Field(15.0, gt=0, le=600, description="Timeout of one web request.")
+    web_user_agent: str = Field(
+        "ragline/0.1 (+https://github.com/ragline/ragline)",
+        min_length=1,
+        description="User-Agent sent, and the name robots.txt rules are matched against.",
+    )
+    watch_debounce_ms: int = Field(
+        300,
+        ge=0,
+        le=60_000,
+        description="`ragline watch`: changes are gathered this long before a re-index.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
@@ -361,6 +379,15 @@ class Settings(BaseSettings):
     cors_allow_origins: tuple[str, ...] = Field(
         (),
         description="Origins whose browser pages may call the API (a JSON list; empty: none).",
+    )
+    mcp_ready_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="Longest an MCP call on /mcp waits for the server's warm-up (model, index).",
+    )
+    mcp_snippet_chars: int = Field(
+        600, ge=0, le=100_000, description="Text an MCP search hit carries (get_chunk: all)."
     )
 
     @model_validator(mode="after")

@@ -46,8 +46,10 @@ def jsonable(value: Any) -> Any:
 
 def chunk_url(source: str, rel_path: str, anchor: str, base_url: str) -> str:
     """A link to the passage: under ``base_url`` when the corpus is published, else
-    a file URL."""
+    a file URL; a web page's own URL (its source) when it came from the web."""
     frag = f"#{anchor}" if anchor else ""
+    if source.startswith(("http://", "https://")):
+        return source.split("#", 1)[0] + frag
     if base_url:
         return f"{base_url.rstrip('/')}/{rel_path}{frag}"
     return Path(source).as_uri() + frag

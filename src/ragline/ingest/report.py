@@ -49,6 +49,7 @@ class IngestReport:
     index_chunks: int = 0  # chunks of this tenant in the index after the run
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # read, parse, embed, write, …
+    crawl: dict[str, Any] = field(default_factory=dict)  # web ingests: fetched, unchanged (304), …
 
     @property
     def ok(self) -> bool:

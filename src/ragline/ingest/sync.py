@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError
+from ragline.ingest.chunk import Chunker
 from ragline.ingest.discover import chapter_of, discover_files
 from ragline.ingest.errors import IngestError
 from ragline.ingest.parse import OcrOptions, parse_file
@@ -35,14 +35,10 @@ from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, Store, check_model
-from ragline.types import Chunk, ChunkDraft, DocumentRecord, ParsedDocument
+from ragline.types import Chunk, DocumentRecord, ParsedDocument
 
 #: progress(done_bytes, total_bytes, path): called after each file is handled.
 ProgressCallback = Callable[[int, int, str], None]
-
-
-class Chunker(Protocol):
-    def chunk(self, doc: ParsedDocument) -> list[ChunkDraft]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +47,18 @@ class FileState:
     source: str  # canonical absolute POSIX path: the document's identity
     size: int
     file_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourcedDocument:
+    """A document that is not a file (a fetched web page): its identity, the hash of
+    its content, and how to parse it (called only when the content changed)."""
+
+    source: str
+    content_hash: str
+    size: int
+    parse: Callable[[], ParsedDocument]
+    chapter: str = ""
 
 
 @dataclass(slots=True)
@@ -185,13 +193,99 @@ class Indexer:
                 progress(done_bytes, total_bytes, rel)
         self._flush(pending, report)
 
+        names = [
+            Path(r.source).relative_to(base).as_posix() if in_scope(r.source, base) else r.source
+            for r in plan.to_delete
+        ]
+        unchanged = [indexed[state.source] for state in plan.unchanged]
+        return self._finish(report, plan.to_delete, names, unchanged, tenant, started)
+
+    def sync_documents(
+        self,
+        docs: Sequence[SourcedDocument],
+        *,
+        root: str,
+        tenant: str | None = None,
+        unchanged: Collection[str] = (),
+        keep: Collection[str] = (),
+        delete_missing: bool = False,
+        failed: Sequence[FileFailure] = (),
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Bring the index in line with documents that are not files (web pages).
+
+        ``root`` is the scope (a URL prefix): with ``delete_missing``, records under it
+        that are neither in ``docs`` nor in ``unchanged`` (sources known to be unchanged
+        without their content, e.g. answered 304) nor in ``keep`` (sources whose fetch
+        failed this time) are deleted. A document whose content
+        hash matches its record is skipped without parsing, as files are.
+        """
+        started = time.perf_counter()
+        tenant = tenant or self.settings.tenant
+        report = IngestReport(
+            root=root,
+            tenant=tenant,
+            chunker=self.settings.chunker,
+            model=self.embedder.fingerprint.name,
+        )
+        check_model(self.store, self.embedder.fingerprint, record=True)
+        report.failed.extend(failed)
+        report.files = len(docs) + len(unchanged) + len(failed)
+        indexed = {r.source: r for r in self.store.documents(tenant) if r.source.startswith(root)}
+        kept = [indexed[s] for s in sorted(set(unchanged)) if s in indexed]
+        total_bytes = sum(d.size for d in docs)
+        done_bytes = 0
+        pending: list[_Pending] = []
+        pending_new = 0
+        for d in docs:
+            rec = indexed.get(d.source)
+            if rec is not None and rec.file_hash == d.content_hash:
+                kept.append(rec)
+            else:
+                try:
+                    t0 = time.perf_counter()
+                    doc = d.parse()
+                    report.add_stage("parse", time.perf_counter() - t0)
+                    item = self._prepare_parsed(
+                        doc, d.source, d.source, d.content_hash, d.chapter, tenant, indexed, report
+                    )
+                except IngestError as e:
+                    report.failed.append(FileFailure(d.source, e.reason, e.line))
+                    item = None
+                except Exception as e:  # a parser bug must not stop the other pages
+                    report.failed.append(FileFailure(d.source, f"{type(e).__name__}: {e}"))
+                    item = None
+                if item is not None:
+                    pending.append(item)
+                    pending_new += sum(v is None for v in item.vectors)
+                    if pending_new >= self.settings.write_batch_chunks:
+                        self._flush(pending, report)
+                        pending, pending_new = [], 0
+            done_bytes += d.size
+            if progress:
+                progress(done_bytes, total_bytes, d.source)
+        self._flush(pending, report)
+        report.skipped = sorted(r.source for r in kept)
+        seen = {d.source for d in docs} | set(unchanged) | set(keep) | {f.path for f in failed}
+        to_delete = (
+            [r for s, r in sorted(indexed.items()) if s not in seen] if delete_missing else []
+        )
+        return self._finish(report, to_delete, [r.source for r in to_delete], kept, tenant, started)
+
+    def _finish(
+        self,
+        report: IngestReport,
+        to_delete: list[DocumentRecord],
+        names: list[str],
+        unchanged: list[DocumentRecord],
+        tenant: str,
+        started: float,
+    ) -> IngestReport:
+        """Delete what is gone, optimise after changes, count what the index holds."""
         t0 = time.perf_counter()
-        for rec in plan.to_delete:
+        for rec, name in zip(to_delete, names, strict=True):
             self.store.delete_document(rec.doc_id)
-            gone = Path(rec.source)
-            report.deleted.append(
-                gone.relative_to(base).as_posix() if in_scope(rec.source, base) else rec.source
-            )
+            report.deleted.append(name)
         report.add_stage("delete", time.perf_counter() - t0)
 
         if report.indexed or report.deleted:
@@ -199,8 +293,7 @@ class Indexer:
             self.store.optimize()
             report.add_stage("optimize", time.perf_counter() - t0)
 
-        for state in plan.unchanged:
-            rec = indexed[state.source]
+        for rec in unchanged:
             self._count_chapter(report, rec.chapter, rec.chunk_count, rec.token_count)
         report.index_chunks = self.store.count_chunks({"tenant": tenant})
         report.seconds = time.perf_counter() - started
@@ -229,32 +322,47 @@ class Indexer:
             ocr=ocr_options(self.settings),
             pdf_tables=self.settings.pdf_tables,
         )
+        report.add_stage("parse", time.perf_counter() - t0)
+        chapter = chapter_of(state.path, base)
+        return self._prepare_parsed(
+            doc, state.source, rel, file_hash, chapter, tenant, indexed, report
+        )
+
+    def _prepare_parsed(
+        self,
+        doc: ParsedDocument,
+        source: str,
+        rel: str,
+        file_hash: str,
+        chapter: str,
+        tenant: str,
+        indexed: dict[str, DocumentRecord],
+        report: IngestReport,
+    ) -> _Pending:
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
         t2 = time.perf_counter()
-        report.add_stage("parse", t1 - t0)
         report.add_stage("chunk", t2 - t1)
         if not drafts:
             raise IngestError(rel, None, "no text to index after parsing")
-        chapter = chapter_of(state.path, base)
         chunks = build_chunks(
             doc,
             drafts,
             tenant=tenant,
-            source=state.source,
+            source=source,
             rel_path=rel,
             chapter=chapter,
             base_url=self.settings.base_url,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        doc_id = doc_id_for(tenant, state.source)
+        doc_id = doc_id_for(tenant, source)
         old: dict[str, np.ndarray] = {}
-        if state.source in indexed:
+        if source in indexed:
             old = self.store.document_vectors(doc_id)
         record = DocumentRecord(
             doc_id=doc_id,
             tenant=tenant,
-            source=state.source,
+            source=source,
             file_hash=file_hash,
             chunk_count=len(chunks),
             token_count=sum(c.token_count for c in chunks),

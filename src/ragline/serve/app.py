@@ -898,6 +898,10 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
 
     add_openai_routes(app, state, ready, caller, finish_row)
 
+    from ragline.mcp.http import mount_mcp
+
+    mount_mcp(app, state)  # MCP tools at /mcp (streamable HTTP), same tenants and keys
+
     # -- web UI ------------------------------------------------------------------------
 
     @app.get("/", include_in_schema=False)

@@ -1,0 +1,198 @@
+"""The MCP server: tools ``search``, ``ask``, ``get_document`` and ``get_chunk`` over
+one index, on the official MCP Python SDK (``MCPServer``).
+
+Every tool works in one tenant, which :class:`ToolBackend` resolves for each call: the
+configured tenant over stdio (``ragline mcp``), the API key's tenant over HTTP
+(``/mcp`` on ``ragline serve``, see :mod:`ragline.mcp.http`). Search filters always
+carry that tenant, and a document or chunk of another tenant is as absent as an
+unknown one, as in the HTTP API. Engine calls block, so they run in worker threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ragline.answer.answerer import SearchOptions
+from ragline.engine import Ragline
+from ragline.mcp.tools import ask_payload, chunk_payload, document_payload, search_payload
+from ragline.serve.validation import RequestProblem, check_range, clean_field
+from ragline.store.base import CandidateStore, StoreError
+from ragline.types import Answer, Chunk, DocumentRecord, SearchResult
+
+INSTRUCTIONS = (
+    "ragline answers questions from an indexed document collection. Use `ask` for a "
+    "cited answer (each [n] marker has a citation with the supporting passage and a "
+    "confidence level), `search` for ranked passages, `get_document` for a document's "
+    "outline and `get_chunk` for a passage's full text."
+)
+
+Mode = Literal["hybrid", "bm25", "vector"]
+
+
+class ToolBackend(Protocol):
+    """Where the tools get their tenant and their answers."""
+
+    rag: Ragline
+
+    def tenant(self, ctx: Context) -> str:
+        """The tenant of this call (raises ToolError when the caller has none)."""
+        ...
+
+    def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
+        """A cited answer searched within ``tenant`` (``options`` carry its filter)."""
+        ...
+
+    def ready(self) -> None:
+        """Block until the engine may be used (a server's warm-up builds its parts once);
+        raises ToolError when it never will."""
+        ...
+
+    def record(self, ctx: Context, tool: str, text: str, result: SearchResult | Answer) -> None:
+        """Note a search or an answer where the backend keeps such notes (the query log)."""
+        ...
+
+
+class LocalBackend:
+    """One process, one tenant: ``ragline mcp`` over stdio."""
+
+    def __init__(self, rag: Ragline, tenant: str) -> None:
+        self.rag = rag
+        self._tenant = tenant
+
+    def tenant(self, ctx: Context) -> str:
+        return self._tenant
+
+    def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
+        return self.rag.ask(question, **options)
+
+    def ready(self) -> None:
+        """Parts are built on first use: one process, one caller at a time over stdio."""
+
+    def record(self, ctx: Context, tool: str, text: str, result: SearchResult | Answer) -> None:
+        """The query log belongs to `ragline serve`; a local process keeps none."""
+
+
+def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
+    """An MCP server whose tools read ``backend.rag`` within each call's tenant."""
+    rag = backend.rag
+    settings = rag.settings
+    server: MCPServer = MCPServer(
+        name, instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING"
+    )
+
+    def options(tenant: str, top_k: int | None, mode: Mode | None) -> SearchOptions:
+        if top_k is not None:
+            top_k = check_range(top_k, "top_k", low=1, high=settings.max_results_limit)
+        return SearchOptions(mode=mode, top_k=top_k, filters={"tenant": tenant})
+
+    def text(value: str, field: str) -> str:
+        return clean_field(
+            value,
+            field,
+            min_chars=settings.min_question_chars,
+            max_chars=settings.max_question_chars,
+        )
+
+    async def run(fn: Callable[[], Any]) -> Any:
+        """An engine call in a worker thread, its expected failures as tool errors."""
+
+        def call() -> Any:
+            backend.ready()
+            return fn()
+
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except RequestProblem as e:
+            raise ToolError(e.message) from None
+        except StoreError as e:
+            raise ToolError(f"the index is not available: {e}") from None
+        except ValueError as e:
+            raise ToolError(str(e)) from None
+
+    def owned(tenant: str, doc_id: str) -> DocumentRecord:
+        for rec in rag.store.documents(tenant):
+            if rec.doc_id == doc_id:
+                return rec
+        raise RequestProblem(f"doc_id {doc_id!r}: no such document", field="doc_id")
+
+    @server.tool()
+    async def search(
+        query: str, ctx: Context, top_k: int | None = None, mode: Mode | None = None
+    ) -> dict[str, Any]:
+        """Ranked passages for a query (hybrid BM25 + vector search by default); each hit
+        has its chunk_id, doc_id, title > section, source URL or path, score and snippet."""
+        tenant = backend.tenant(ctx)
+
+        def go() -> dict[str, Any]:
+            q = text(query, "query")
+            found = rag.search(q, **options(tenant, top_k, mode))
+            backend.record(ctx, "search", q, found)
+            return search_payload(found, settings.mcp_snippet_chars)
+
+        result: dict[str, Any] = await run(go)
+        return result
+
+    @server.tool()
+    async def ask(
+        question: str, ctx: Context, top_k: int | None = None, mode: Mode | None = None
+    ) -> dict[str, Any]:
+        """A grounded answer with [n] citations: each citation names its source and the
+        span of the supporting sentence; 'confidence' says how far to trust it. When the
+        collection does not cover the question, the answer says so (metadata.fallback)."""
+        tenant = backend.tenant(ctx)
+
+        def go() -> dict[str, Any]:
+            q = text(question, "question")
+            answer = backend.answer(tenant, q, options(tenant, top_k, mode))
+            backend.record(ctx, "ask", q, answer)
+            return ask_payload(answer)
+
+        result: dict[str, Any] = await run(go)
+        return result
+
+    @server.tool()
+    async def get_document(doc_id: str, ctx: Context) -> dict[str, Any]:
+        """A document's record (title, source, format, counts) and its outline: one entry
+        per chunk with chunk_id, section and page."""
+        tenant = backend.tenant(ctx)
+
+        def go() -> dict[str, Any]:
+            rec = owned(tenant, doc_id.strip())
+            chunks = rag.store.chunks_by_index(rec.doc_id, range(rec.chunk_count))
+            return document_payload(rec, sorted(chunks, key=lambda c: c.chunk_index))
+
+        result: dict[str, Any] = await run(go)
+        return result
+
+    @server.tool()
+    async def get_chunk(chunk_id: str, ctx: Context, doc_id: str = "") -> dict[str, Any]:
+        """A passage's full text and where it sits (document, section, offsets, page).
+        ``doc_id`` (from a search hit) is needed only by stores that cannot look a chunk
+        up by id alone."""
+        tenant = backend.tenant(ctx)
+
+        def go() -> dict[str, Any]:
+            cid = chunk_id.strip()
+            found: Chunk | None = None
+            store = rag.store
+            if isinstance(store, CandidateStore):
+                found = store.chunks_for([cid]).get(cid)
+            elif doc_id:
+                rec = owned(tenant, doc_id.strip())
+                by_index = store.chunks_by_index(rec.doc_id, range(rec.chunk_count))
+                found = next((c for c in by_index if c.id == cid), None)
+            else:
+                raise RequestProblem("this store looks chunks up by document: pass doc_id")
+            if found is None or found.tenant != tenant:
+                raise RequestProblem(f"chunk_id {chunk_id!r}: no such chunk", field="chunk_id")
+            return chunk_payload(found)
+
+        result: dict[str, Any] = await run(go)
+        return result
+
+    return server
