@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ragline.eval.beir import DatasetError
     from ragline.ingest.chunk import Chunker
     from ragline.ingest.errors import IngestError
+    from ragline.ingest.parse.ocr import OcrUnavailable
     from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
     from ragline.ingest.web.fetch import FetchError
@@ -117,6 +118,7 @@ _LOCATIONS: dict[str, str] = {
     "LocalModelUnavailable": "ragline.answer.generators.local",
     "QueryLogError": "ragline.serve.querylog",
     "FetchError": "ragline.ingest.web.fetch",
+    "OcrUnavailable": "ragline.ingest.parse.ocr",
     "DatasetError": "ragline.eval.beir",
 }
 
@@ -151,6 +153,7 @@ __all__ = [
     "Message",
     "ModelFingerprint",
     "ModelMismatchError",
+    "OcrUnavailable",
     "PageFetcher",
     "ParsedDocument",
     "QueryLog",
