@@ -1,0 +1,225 @@
+"""In-process search indexes mirroring a LanceDB chunks table, refreshed by version.
+
+LanceDB stays the source of truth (crash safety, atomic swaps, other processes'
+writes); this module keeps what a search needs in memory, built from the table's
+rows: the vectors as a unit-length float32 matrix (exact cosine by one matmul) and
+BM25 postings from ragline's own analyser (:mod:`ragline.store.keyword_index`).
+
+Freshness: every search first asks the table for its version (≈ 0.1 ms; the
+connection checks the latest manifest on each read). When it moved, the mirror
+is brought up to date before the search runs, from a handle pinned to that
+version (``checkout``): the ``_rowid`` column is read, rows whose row id vanished
+are dropped and rows with a new row id are read and analysed. A LanceDB row id
+names one immutable row version (an update or a compaction writes the row again
+under a new id), so this diff is exact: a writer in another process is visible to
+the next search, deleted rows vanish at once.
+
+Everything a search reads goes through the snapshot's pinned handle, so one
+search sees one version, as a LanceDB query would: filters are LanceDB ``where``
+predicates evaluated on it (only row ids come back), applied as a mask before
+the top-k and cached per version and predicate; the final hits' rows are taken
+from it by row id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from lancedb.table import AsyncTable
+
+from ragline.store.base import CHUNK_COLUMNS
+from ragline.store.bm25 import chunk_terms
+from ragline.store.keyword_index import KeywordIndex
+from ragline.store.vector_index import BoolArray, IntArray, VectorIndex
+
+#: Filter masks kept per snapshot (tenant + a few metadata filters in use).
+MASK_CACHE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The mirror of one table version: row i of every index is row ``rowids[i]``."""
+
+    table: str
+    version: int
+    handle: AsyncTable  # pinned to ``version``
+    rowids: npt.NDArray[np.uint64]
+    ids: npt.NDArray[np.object_]
+    vectors: VectorIndex
+    keywords: KeywordIndex
+    by_rowid: IntArray  # positions sorted by row id (for masks and takes)
+    position: dict[str, int]  # chunk id → position
+    table_rows: pa.Table | None  # the chunk columns, row i = position i (small tables)
+
+    @property
+    def rows(self) -> int:
+        return int(self.rowids.shape[0])
+
+    def positions(self, rowids: npt.NDArray[np.uint64]) -> IntArray:
+        """Positions of the given row ids (ids this snapshot lacks are left out)."""
+        if not self.rows or not len(rowids):
+            return np.zeros(0, dtype=np.int64)
+        sorted_ids = self.rowids[self.by_rowid]
+        at = np.searchsorted(sorted_ids, rowids)
+        at = np.minimum(at, self.rows - 1)
+        found = sorted_ids[at] == rowids
+        out: IntArray = self.by_rowid[at[found]].astype(np.int64)
+        return out
+
+
+def build_snapshot(
+    old: Snapshot | None,
+    table: str,
+    version: int,
+    handle: AsyncTable,
+    rowids: npt.NDArray[np.uint64],
+    new_rows: pa.Table,
+    dimension: int,
+    keep_rows: int,
+) -> Snapshot:
+    """``old`` minus the rows whose row id is not in ``rowids``, plus ``new_rows``
+    (chunk columns, ``vector`` and ``_rowid``). The chunk columns stay in memory
+    while the snapshot has at most ``keep_rows`` rows."""
+    from ragline.store.lance import arrow_to_chunks, arrow_vectors
+
+    chunks = arrow_to_chunks(new_rows)
+    new_rowids = new_rows.column("_rowid").to_numpy().astype(np.uint64)
+    if old is None:
+        keywords, vecs = KeywordIndex.empty(), VectorIndex.empty(dimension)
+        kept_rowids = np.zeros(0, np.uint64)
+        kept_ids = np.zeros(0, dtype=object)
+        kept_table: pa.Table | None = None
+    else:
+        keep = np.flatnonzero(np.isin(old.rowids, rowids)).astype(np.int64)
+        keywords, vecs = old.keywords.kept(keep), old.vectors.kept(keep)
+        kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
+        kept_table = old.table_rows.take(keep) if old.table_rows is not None else None
+    ids = np.empty(len(chunks), dtype=object)
+    ids[:] = [c.id for c in chunks]
+    all_rowids = np.concatenate([kept_rowids, new_rowids])
+    all_ids = np.concatenate([kept_ids, ids])
+    table_rows: pa.Table | None = None
+    if len(all_rowids) <= keep_rows and (old is None or kept_table is not None):
+        fresh = new_rows.select(list(CHUNK_COLUMNS))
+        table_rows = fresh if kept_table is None else pa.concat_tables([kept_table, fresh])
+        table_rows = table_rows.combine_chunks()
+    return Snapshot(
+        table=table,
+        version=version,
+        handle=handle,
+        rowids=all_rowids,
+        ids=all_ids,
+        vectors=vecs.appended(arrow_vectors(new_rows, dimension)),
+        keywords=keywords.appended([chunk_terms(c) for c in chunks]),
+        by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
+        position={i: n for n, i in enumerate(all_ids.tolist())},
+        table_rows=table_rows,
+    )
+
+
+def _no_rows(dimension: int) -> pa.Table:
+    """An empty table of the columns a refresh reads."""
+    from ragline.store.lance import chunk_schema
+
+    schema = chunk_schema(dimension)
+    fields = [schema.field(c) for c in (*CHUNK_COLUMNS, "vector")]
+    return pa.Table.from_batches([], pa.schema([*fields, pa.field("_rowid", pa.uint64())]))
+
+
+Run = Callable[[Coroutine[Any, Any, Any]], Any]
+#: Opens table ``name`` checked out at ``version`` (a handle that never moves).
+OpenAt = Callable[[str, int], Coroutine[Any, Any, AsyncTable]]
+
+
+class LanceMirror:
+    """The current :class:`Snapshot` of one table, refreshed on use. Thread-safe.
+
+    ``run`` executes one LanceDB coroutine to completion (the store's event-loop
+    bridge); the mirror's own locking happens outside the loop, in the caller's
+    thread, so a refresh never blocks the loop other queries run on."""
+
+    def __init__(self, dimension: int, run: Run, open_at: OpenAt, keep_rows: int) -> None:
+        self.dimension = dimension
+        self.keep_rows = keep_rows
+        self._run = run
+        self._open_at = open_at
+        self._snapshot: Snapshot | None = None
+        self._masks: OrderedDict[tuple[str, int, str], BoolArray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def snapshot(self, table: AsyncTable, name: str, dimension: int) -> Snapshot:
+        """The snapshot of the live ``table``'s latest version (refreshed when it moved)."""
+        version = int(self._run(table.version()))
+        snap = self._snapshot
+        if snap is not None and snap.table == name and snap.version == version:
+            return snap
+        with self._lock:  # one refresh at a time; the others reuse its result
+            snap = self._snapshot
+            if snap is not None and snap.table == name and snap.version == version:
+                return snap
+            if dimension != self.dimension or (snap is not None and snap.table != name):
+                snap, self.dimension = None, dimension
+            fresh = self._refresh(name, version, snap)
+            self._snapshot = fresh
+            self._masks.clear()
+            return fresh
+
+    def _refresh(self, name: str, version: int, old: Snapshot | None) -> Snapshot:
+        """The snapshot of ``version``: ``old`` plus the rows written since, minus those gone."""
+        handle: AsyncTable = self._run(self._open_at(name, version))
+        columns = [*CHUNK_COLUMNS, "vector"]
+        if old is None:
+            rows = self._run(handle.query().select(columns).with_row_id().to_arrow())
+            rowids = rows.column("_rowid").to_numpy().astype(np.uint64)
+            new_rows = rows
+        else:
+            keys = self._run(handle.query().select([]).with_row_id().to_arrow())
+            rowids = keys.column("_rowid").to_numpy().astype(np.uint64)
+            fresh = rowids[~np.isin(rowids, old.rowids)]
+            if len(fresh):
+                take = handle.take_row_ids(fresh.tolist()).select(columns).with_row_id()
+                new_rows = self._run(take.to_arrow())
+            else:
+                new_rows = _no_rows(self.dimension)
+        return build_snapshot(
+            old, name, version, handle, rowids, new_rows, self.dimension, self.keep_rows
+        )
+
+    def mask(self, snap: Snapshot, predicate: str) -> BoolArray | None:
+        """Rows of ``snap`` that satisfy the SQL ``predicate`` (None: no predicate)."""
+        if not predicate:
+            return None
+        key = (snap.table, snap.version, predicate)
+        found = self._masks.get(key)
+        if found is not None:
+            return found
+        query = snap.handle.query().where(predicate).select([]).with_row_id()
+        rows = self._run(query.to_arrow())
+        mask = np.zeros(snap.rows, dtype=bool)
+        mask[snap.positions(rows.column("_rowid").to_numpy().astype(np.uint64))] = True
+        with self._lock:
+            self._masks[key] = mask
+            while len(self._masks) > MASK_CACHE:
+                self._masks.popitem(last=False)
+        return mask
+
+    def rows(self, snap: Snapshot, positions: IntArray, columns: list[str]) -> pa.Table:
+        """The rows at ``positions`` of ``snap`` (any order): from memory when the
+        snapshot keeps its chunk columns (plus ``vector`` from the matrix), else taken
+        from LanceDB by row id."""
+        if snap.table_rows is not None and set(columns) <= {*CHUNK_COLUMNS, "vector"}:
+            out = snap.table_rows.take(positions)
+            if "vector" in columns:
+                raw = snap.vectors.raw(positions).reshape(-1)
+                vec = pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension)
+                out = out.append_column("vector", vec)
+            return out
+        wanted = snap.rowids[positions]
+        return self._run(snap.handle.take_row_ids(wanted.tolist()).select(columns).to_arrow())
