@@ -3,10 +3,12 @@ r"""Where a hybrid search's milliseconds go, next to an in-memory baseline, in o
 On the SciFact eval index (``ragline eval`` builds it; 9,133 chunks), the same query
 vectors, queries interleaved query by query so load drift hits every path alike:
 
-* ``ragline``: ``Retriever.search(mode="hybrid")``, search only (precomputed query
-  vectors), and its stages measured one by one on the same query: the store's
-  candidate calls, turning rows into (id, score) pairs and hits, weighted fusion,
-  and loading the returned hits' rows;
+* ``ragline``: ``Retriever.search(mode="hybrid")`` on a LanceStore twice, with
+  LanceDB's own vector and full-text queries (``RAGLINE_LANCE_MEMORY_INDEX=false``)
+  and with the in-process mirror (the default), search only (precomputed query
+  vectors); then each one's stages measured on the same query: the store's
+  candidate call, turning (id, score) pairs into hits, weighted fusion, and loading
+  the returned hits' rows;
 * ``baseline``: a script at the limit of plain Python + numpy: exact cosine over all
   vectors (one matmul), bm25s top-200 over title + text, the same weighted min-max
   fusion over dicts, rows from a Python list;
@@ -15,6 +17,10 @@ vectors, queries interleaved query by query so load drift hits every path alike:
     RAGLINE_EVAL_CACHE_DIR=/tmp/i13/evalcache ragline eval ../shared/data/scifact --split train
     python benchmarks/profile_search.py --cache-dir /tmp/i13/evalcache \
         --out benchmarks/results/profile.md
+
+or, on ``ragline bench``'s synthetic corpus at a given size (index kept in --work-dir):
+
+    python benchmarks/profile_search.py --synthetic 100000 --work-dir /tmp/prof
 
 Needs ``bm25s`` (``pip install bm25s==0.3.16``), only for the baseline.
 """
@@ -25,6 +31,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,9 +43,16 @@ import snowballstemmer
 
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
+from ragline.engine import Ragline
 from ragline.eval.beir import load_beir
 from ragline.eval.index import MANIFEST
-from ragline.eval.synthetic import PrecomputedEmbedder
+from ragline.eval.synthetic import (
+    PrecomputedEmbedder,
+    Synthetic,
+    Window,
+    build_index,
+    pseudo_queries,
+)
 from ragline.retrieve.fusion import weighted_fusion
 from ragline.retrieve.retriever import Retriever, candidate_hits, load_chunks
 from ragline.settings import Settings
@@ -86,6 +100,34 @@ class Baseline:
         return [(self.chunks[i], s) for i, s in best]
 
 
+def synthetic_index(args: argparse.Namespace, embedder: Any) -> Path:
+    """``ragline bench``'s synthetic index (seed 7) under ``--work-dir``, built once."""
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="ragline-profile-"))
+    folder = work / f"scale-{args.synthetic}"
+    if (folder / "built").exists():
+        return folder
+    settings = Settings().model_copy(update={"index_dir": work / "pool"})
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        if rag.store.count_chunks() == 0:
+            rag.ingest(args.pool)
+        windows: list[Window] = []
+        parts = []
+        for chunks, vectors in rag.store.iter_chunks(1024):
+            windows += [Window(c.title, c.chapter, c.text) for c in chunks]
+            parts.append(vectors)
+    finally:
+        rag.close()
+    order = np.random.default_rng(7).permutation(len(windows))
+    data = Synthetic([windows[i] for i in order], np.concatenate(parts)[order], 0.03, 7)
+    s = settings.model_copy(update={"index_dir": folder})
+    store = make_store(s, embedder.dimension)
+    build_index(store, data, args.synthetic, 2000, embedder.fingerprint, s.tenant)
+    store.close()
+    (folder / "built").write_text("ok")
+    return folder
+
+
 def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -96,18 +138,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=Path("/work/shared/data/scifact"))
     ap.add_argument("--split", default="train")
-    ap.add_argument("--cache-dir", type=Path, required=True, help="ragline eval's cache dir")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="ragline eval's cache dir")
+    ap.add_argument(
+        "--synthetic",
+        type=int,
+        default=0,
+        help="instead: a synthetic index of this many rows (ragline bench's generator) over "
+        "the chunks of --pool, with pseudo-queries",
+    )
+    ap.add_argument(
+        "--pool",
+        type=Path,
+        default=Path("/work/shared/data/d2l-en/chapter_appendix-mathematics-for-deep-learning"),
+    )
+    ap.add_argument("--work-dir", type=Path, default=None, help="keep the synthetic index here")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
-    manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
-    manifest = json.loads(manifest_path.read_text())
-    folder = manifest_path.parent
-    tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
+    embedder = make_embedder(Settings())
+    if args.synthetic:
+        folder = synthetic_index(args, embedder)
+        tenant = Settings().tenant
+        label = f"synthetic index of {args.synthetic:,} rows over the chunks of {args.pool}"
+    else:
+        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
+        manifest = json.loads(manifest_path.read_text())
+        folder = manifest_path.parent
+        tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
+        label = "the `ragline eval` SciFact index"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
-    embedder = make_embedder(settings)
     stores = {
         "LanceDB queries": make_store(
             settings.model_copy(update={"lance_memory_index": False}), embedder.dimension
@@ -121,8 +182,12 @@ def main() -> None:
         chunks += batch
         parts.append(vecs)
     vectors = np.concatenate(parts)
-    data = load_beir(args.data, args.split)
-    texts = list(data.queries.values())[: args.warmup + args.queries]
+    if args.synthetic:
+        pool = [Window(c.title, c.chapter, c.text) for c in chunks]
+        texts = pseudo_queries(pool, args.warmup + args.queries, 7)
+    else:
+        texts = list(load_beir(args.data, args.split).queries.values())
+        texts = texts[: args.warmup + args.queries]
     warm, measured = texts[: args.warmup], texts[args.warmup :]
     fast = PrecomputedEmbedder(embedder, texts)
     base = Baseline(
@@ -211,8 +276,8 @@ def main() -> None:
         "",
         *machine_lines(loads),
         f"- command: `{command_line()}`",
-        f"- index: the `ragline eval` SciFact index ({len(chunks):,} chunks, tenant "
-        f"`{tenant}`), LanceStore; {n} train queries after {len(warm)} warm-ups; "
+        f"- index: {label} ({len(chunks):,} chunks, tenant "
+        f"`{tenant}`), LanceStore; {n} queries after {len(warm)} warm-ups; "
         f"candidates {depth}, weighted fusion {settings.hybrid_vector_weight}/"
         f"{settings.hybrid_keyword_weight}, top_k 10",
         "- search only = precomputed query vectors; the three paths rotate their order per "
