@@ -11,6 +11,7 @@ from tests.store.contract import DIM, unit, write
 
 from ragline.store.base import FieldBoosts
 from ragline.store.lance import LanceStore
+from ragline.types import Filters
 
 TEXTS = [
     "Gradient descent follows the negative gradient of the loss.",
@@ -35,7 +36,8 @@ def pair(tmp_path: Path) -> tuple[LanceStore, LanceStore]:
 def test_both_paths_rank_alike_with_filters(pair: tuple[LanceStore, LanceStore]) -> None:
     mirrored, plain = pair
     rng = np.random.default_rng(5)
-    for scope in (None, {"tenant": "acme"}, {"tenant": "other"}, {"doc_id": "a"}):
+    scopes: list[Filters | None] = [None, {"tenant": "acme"}, {"tenant": "other"}, {"doc_id": "a"}]
+    for scope in scopes:
         q = unit(rng, 1)[0]
         got, want = mirrored.vector_candidates(q, 4, scope), plain.vector_candidates(q, 4, scope)
         assert [i for i, _ in got] == [i for i, _ in want]

@@ -9,7 +9,8 @@ from ragline.store.vector_index import VectorIndex
 
 def test_search_is_the_exact_cosine_ranking_under_a_mask() -> None:
     rng = np.random.default_rng(0)
-    vectors = rng.standard_normal((500, 16)).astype(np.float32) * rng.uniform(0.1, 5, (500, 1))
+    scale = rng.uniform(0.1, 5, (500, 1)).astype(np.float32)
+    vectors = rng.standard_normal((500, 16)).astype(np.float32) * scale
     index = VectorIndex.empty(16).appended(vectors[:200]).appended(vectors[200:])
     q = rng.standard_normal(16).astype(np.float32)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
