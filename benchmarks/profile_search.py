@@ -53,8 +53,7 @@ from ragline.eval.synthetic import (
     build_index,
     pseudo_queries,
 )
-from ragline.retrieve.fusion import weighted_fusion
-from ragline.retrieve.retriever import Retriever, candidate_hits, load_chunks
+from ragline.retrieve.retriever import Retriever, fuse, to_hits
 from ragline.settings import Settings
 from ragline.store.factory import make_store
 from ragline.types import Chunk
@@ -213,16 +212,12 @@ def main() -> None:
         out["store: vector + BM25 candidates (one call)"] = (t1 - t0) * 1000.0
         out["  of which vector alone"] = ms["vector"]
         out["  of which BM25 alone"] = ms["keyword"]
-        vh, kh = candidate_hits(vpairs, "vector"), candidate_hits(kpairs, "keyword")
-        t2 = time.perf_counter()
-        out["pairs → Hit objects (placeholder chunks)"] = (t2 - t1) * 1000.0
-        wv, wk = settings.hybrid_vector_weight, settings.hybrid_keyword_weight
-        hits = weighted_fusion(vh, kh, wv, wk)
+        ranked = fuse(vpairs, kpairs, "hybrid", settings)
         t3 = time.perf_counter()
-        out["weighted fusion (Python)"] = (t3 - t2) * 1000.0
-        load_chunks(hits[:10], store, qv)
+        out["weighted fusion on (id, score) pairs (Python)"] = (t3 - t1) * 1000.0
+        to_hits(ranked[:10], store, qv)
         t4 = time.perf_counter()
-        out["row load of the 10 hits (+ vectors)"] = (t4 - t3) * 1000.0
+        out["rows of the 10 hits (+ vectors) → Hit objects"] = (t4 - t3) * 1000.0
         return out
 
     for q in warm:

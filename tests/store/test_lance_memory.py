@@ -4,11 +4,13 @@ queries, and always the table's latest version."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from tests.store.contract import DIM, unit, write
 
+from ragline.store import lance_memory
 from ragline.store.base import FieldBoosts
 from ragline.store.lance import LanceStore
 from ragline.types import Filters
@@ -89,3 +91,28 @@ def test_rows_come_from_disk_above_the_memory_limit(tmp_path: Path) -> None:
     got = small.chunks_with_vectors(["acme/a/3", "acme/a/0"])
     assert [got[i][0].text for i in ("acme/a/0", "acme/a/3")] == [TEXTS[0], TEXTS[3]]
     np.testing.assert_allclose(got["acme/a/3"][1], vecs[3], rtol=1e-6)
+
+
+def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = LanceStore(tmp_path / "index", dimension=DIM)
+    writer = LanceStore(tmp_path / "index", dimension=DIM)
+    write(writer, "a", TEXTS[:2], seed=1)
+    monkeypatch.setattr(lance_memory, "SETTLED_NS", 0)  # every folder counts as settled
+    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert reader._mirror is not None
+    calls = 0
+    run = reader._mirror._run
+
+    def counting(coro: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return run(coro)
+
+    reader._mirror._run = counting
+    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert calls == 0  # one stat, no LanceDB call
+    write(writer, "b", TEXTS[:1], seed=2)
+    assert len(reader.keyword_candidates("gradient", 10)) == 3
+    assert calls > 0

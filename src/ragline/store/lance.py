@@ -71,6 +71,7 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     DocumentWrite,
     FieldBoosts,
+    SearchDefaults,
     StoreError,
     check_vectors,
     check_writes,
@@ -458,7 +459,7 @@ async def _apply_vector_index(
     await table.create_index("vector", config=cast(Any, config), replace=True, name=VECTOR_INDEX)
 
 
-class LanceStore:
+class LanceStore(SearchDefaults):
     """The :class:`~ragline.store.base.Store` on an embedded LanceDB folder.
 
     ``dimension`` is the vector size for a new index; an existing index keeps
@@ -819,9 +820,9 @@ class LanceStore:
         loop in one hop, so their times overlap."""
         q = self._check_query_vector(query_vector)
         pred = to_sql_predicate(filters)
+        t0 = time.perf_counter()  # a refresh of the mirror counts as vector time
         mirrored = self._mirrored() if k > 0 else None
         if mirrored is not None:
-            t0 = time.perf_counter()
             vpairs = self._mirror_vector(mirrored, q, k, pred)
             t1 = time.perf_counter()
             kpairs = self._mirror_keyword(mirrored, query, k, pred, boosts)
@@ -857,7 +858,8 @@ class LanceStore:
             return None
         table = self._table()
         try:
-            return self._mirror.snapshot(table, self._chunks_name, self._dimension)
+            versions = self.path / f"{self._chunks_name}.lance" / "_versions"
+            return self._mirror.snapshot(table, self._chunks_name, self._dimension, versions)
         except StoreError:
             raise
         except Exception as exc:
@@ -963,13 +965,8 @@ class LanceStore:
 
     # -- rows of the final hits
 
-    def chunks_for(self, ids: Sequence[str]) -> dict[str, Chunk]:
-        """The stored chunks of the given ids; ids no longer stored are absent."""
-        rows = self._rows_for(ids, list(CHUNK_COLUMNS))
-        return {} if rows is None else {c.id: c for c in arrow_to_chunks(rows)}
-
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
-        """:meth:`chunks_for` plus each chunk's stored vector, in the same read."""
+        """Stored chunks with each chunk's stored vector, in the same read."""
         rows = self._rows_for(ids, [*CHUNK_COLUMNS, "vector"])
         if rows is None:
             return {}

@@ -23,10 +23,13 @@ from it by row id.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +42,9 @@ from ragline.store.bm25 import chunk_terms
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import BoolArray, IntArray, VectorIndex
 
+#: A versions folder whose mtime is at least this old is trusted to show every
+#: commit (a coarse-mtime file system cannot hide a later one in the same tick).
+SETTLED_NS = 2_000_000_000
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
 
@@ -57,6 +63,7 @@ class Snapshot:
     by_rowid: IntArray  # positions sorted by row id (for masks and takes)
     position: dict[str, int]  # chunk id → position
     table_rows: pa.Table | None  # the chunk columns, row i = position i (small tables)
+    stamp: tuple[int, int] | None = None  # the versions folder's (inode, mtime) seen before
 
     @property
     def rows(self) -> int:
@@ -133,6 +140,19 @@ def _no_rows(dimension: int) -> pa.Table:
     return pa.Table.from_batches([], pa.schema([*fields, pa.field("_rowid", pa.uint64())]))
 
 
+def _stamp(versions_dir: Path | None) -> tuple[int, int] | None:
+    """(inode, mtime) of a settled versions folder; None when absent or just changed."""
+    if versions_dir is None:
+        return None
+    try:
+        st = os.stat(versions_dir)
+    except OSError:
+        return None
+    if time.time_ns() - st.st_mtime_ns < SETTLED_NS:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 #: Opens table ``name`` checked out at ``version`` (a handle that never moves).
 OpenAt = Callable[[str, int], Coroutine[Any, Any, AsyncTable]]
@@ -154,11 +174,24 @@ class LanceMirror:
         self._masks: OrderedDict[tuple[str, int, str], BoolArray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def snapshot(self, table: AsyncTable, name: str, dimension: int) -> Snapshot:
-        """The snapshot of the live ``table``'s latest version (refreshed when it moved)."""
-        version = int(self._run(table.version()))
+    def snapshot(
+        self, table: AsyncTable, name: str, dimension: int, versions_dir: Path | None = None
+    ) -> Snapshot:
+        """The snapshot of the live ``table``'s latest version (refreshed when it moved).
+
+        With ``versions_dir`` (the table's ``_versions`` folder, local tables), a quiet
+        table costs one ``stat``: every commit adds a manifest there, so an unchanged,
+        settled folder means an unchanged version, and the LanceDB call (a hop to its
+        event loop, several ms on busy cores) is skipped."""
+        stamp = _stamp(versions_dir)
         snap = self._snapshot
+        if stamp is not None and snap is not None and snap.table == name and snap.stamp == stamp:
+            return snap
+        version = int(self._run(table.version()))
         if snap is not None and snap.table == name and snap.version == version:
+            if stamp != snap.stamp:
+                snap = replace(snap, stamp=stamp)
+                self._snapshot = snap
             return snap
         with self._lock:  # one refresh at a time; the others reuse its result
             snap = self._snapshot
@@ -166,7 +199,7 @@ class LanceMirror:
                 return snap
             if dimension != self.dimension or (snap is not None and snap.table != name):
                 snap, self.dimension = None, dimension
-            fresh = self._refresh(name, version, snap)
+            fresh = replace(self._refresh(name, version, snap), stamp=stamp)
             self._snapshot = fresh
             self._masks.clear()
             return fresh
