@@ -15,7 +15,7 @@ new ones, so a reader holding one is never disturbed by a refresh.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -74,41 +74,61 @@ class KeywordIndex:
 
     def appended(self, terms: Sequence[Mapping[str, FieldTerms]]) -> KeywordIndex:
         """This index plus one row per item of ``terms`` (:func:`bm25.chunk_terms` output)."""
-        if not terms:
-            return self
+        return self.appended_batches([terms])
+
+    def appended_batches(
+        self, batches: Iterable[Sequence[Mapping[str, FieldTerms]]]
+    ) -> KeywordIndex:
+        """:meth:`appended` for rows that arrive in batches: each batch's postings become
+        numpy arrays at once, so memory holds one batch of Python objects at a time."""
         vocab = dict(self.vocab)
-        coo: list[tuple[list[int], list[int], list[int]]] = []
-        lengths: list[FloatArray] = []
-        for f, name in enumerate(KEYWORD_FIELDS):
-            rows: list[int] = []
-            cols: list[int] = []
-            vals: list[int] = []
-            dl = np.empty(len(terms))
-            for i, fields in enumerate(terms):
-                field = fields[name]
-                dl[i] = field.length
-                for term, count in field.tf.items():
-                    col = vocab.get(term)
-                    if col is None:
-                        col = vocab[term] = len(vocab)
-                    rows.append(i)
-                    cols.append(col)
-                    vals.append(count)
-            lengths.append(np.concatenate([self.lengths[f], dl]))
-            coo.append((rows, cols, vals))
+        fields = len(KEYWORD_FIELDS)
+        rows_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
+        cols_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
+        vals_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.float32]]]
+        lengths: list[list[FloatArray]] = [[dl] for dl in self.lengths]
+        added = 0
+        for terms in batches:
+            for f, name in enumerate(KEYWORD_FIELDS):
+                rows: list[int] = []
+                cols: list[int] = []
+                vals: list[int] = []
+                dl = np.empty(len(terms))
+                for i, item in enumerate(terms):
+                    field = item[name]
+                    dl[i] = field.length
+                    for term, count in field.tf.items():
+                        col = vocab.get(term)
+                        if col is None:
+                            col = vocab[term] = len(vocab)
+                        rows.append(added + i)
+                        cols.append(col)
+                        vals.append(count)
+                rows_at[f].append(np.asarray(rows, np.int32))
+                cols_at[f].append(np.asarray(cols, np.int32))
+                vals_at[f].append(np.asarray(vals, np.float32))
+                lengths[f].append(dl)
+            added += len(terms)
+        if not added:
+            return self
         width = len(vocab)
         matrices: list[sp.csc_array] = []
-        for old, (rows, cols, vals) in zip(self.tf, coo, strict=True):
+        for f, old in enumerate(self.tf):
             widened = sp.csc_array(
                 (old.data, old.indices, np.pad(old.indptr, (0, width - old.shape[1]), "edge")),
                 shape=(old.shape[0], width),
             )
             new = sp.csc_array(
-                (np.asarray(vals, np.float32), (np.asarray(rows), np.asarray(cols))),
-                shape=(len(terms), width),
+                (
+                    np.concatenate(vals_at[f]),
+                    (np.concatenate(rows_at[f]), np.concatenate(cols_at[f])),
+                ),
+                shape=(added, width),
             )
             matrices.append(sp.csc_array(sp.vstack([widened, new], format="csc")))
-        return KeywordIndex(vocab, matrices, lengths, self.k1, self.b)
+        return KeywordIndex(
+            vocab, matrices, [np.concatenate(dl) for dl in lengths], self.k1, self.b
+        )
 
     def kept(self, keep: IntArray) -> KeywordIndex:
         """Only the rows at positions ``keep`` (ascending), renumbered 0..len(keep)-1."""

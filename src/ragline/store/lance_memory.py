@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,16 @@ import pyarrow as pa
 from lancedb.table import AsyncTable
 
 from ragline.store.base import CHUNK_COLUMNS
-from ragline.store.bm25 import chunk_terms
+from ragline.store.bm25 import FieldTerms, chunk_terms
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import BoolArray, IntArray, VectorIndex
 
 #: A versions folder whose mtime is at least this old is trusted to show every
 #: commit (a coarse-mtime file system cannot hide a later one in the same tick).
 SETTLED_NS = 2_000_000_000
+#: Rows read and analysed per step of a refresh (memory holds one step's Python
+#: objects; 100k rows took 1.7 GiB peak when read in one piece).
+REFRESH_BATCH = 8192
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
 
@@ -87,17 +90,16 @@ def build_snapshot(
     version: int,
     handle: AsyncTable,
     rowids: npt.NDArray[np.uint64],
-    new_rows: pa.Table,
+    new_batches: Iterable[pa.Table],
     dimension: int,
     keep_rows: int,
 ) -> Snapshot:
-    """``old`` minus the rows whose row id is not in ``rowids``, plus ``new_rows``
-    (chunk columns, ``vector`` and ``_rowid``). The chunk columns stay in memory
-    while the snapshot has at most ``keep_rows`` rows."""
+    """``old`` minus the rows whose row id is not in ``rowids``, plus the rows of
+    ``new_batches`` (chunk columns, ``vector`` and ``_rowid``), analysed one batch at
+    a time. The chunk columns stay in memory while the snapshot has at most
+    ``keep_rows`` rows."""
     from ragline.store.lance import arrow_to_chunks, arrow_vectors
 
-    chunks = arrow_to_chunks(new_rows)
-    new_rowids = new_rows.column("_rowid").to_numpy().astype(np.uint64)
     if old is None:
         keywords, vecs = KeywordIndex.empty(), VectorIndex.empty(dimension)
         kept_rowids = np.zeros(0, np.uint64)
@@ -108,36 +110,39 @@ def build_snapshot(
         keywords, vecs = old.keywords.kept(keep), old.vectors.kept(keep)
         kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
         kept_table = old.table_rows.take(keep) if old.table_rows is not None else None
-    ids = np.empty(len(chunks), dtype=object)
-    ids[:] = [c.id for c in chunks]
-    all_rowids = np.concatenate([kept_rowids, new_rowids])
-    all_ids = np.concatenate([kept_ids, ids])
-    table_rows: pa.Table | None = None
-    if len(all_rowids) <= keep_rows and (old is None or kept_table is not None):
-        fresh = new_rows.select(list(CHUNK_COLUMNS))
-        table_rows = fresh if kept_table is None else pa.concat_tables([kept_table, fresh])
-        table_rows = table_rows.combine_chunks()
+    keeping = len(rowids) <= keep_rows and (old is None or kept_table is not None)
+    tables: list[pa.Table] = [] if kept_table is None else [kept_table]
+    new_rowids: list[npt.NDArray[np.uint64]] = []
+    new_ids: list[npt.NDArray[np.object_]] = []
+    new_vectors: list[npt.NDArray[np.float32]] = [np.zeros((0, dimension), np.float32)]
+
+    def analysed() -> Iterator[list[Mapping[str, FieldTerms]]]:
+        for batch in new_batches:
+            new_rowids.append(batch.column("_rowid").to_numpy().astype(np.uint64))
+            ids = np.empty(batch.num_rows, dtype=object)
+            ids[:] = batch.column("id").to_pylist()
+            new_ids.append(ids)
+            new_vectors.append(arrow_vectors(batch, dimension))
+            if keeping:
+                tables.append(batch.select(list(CHUNK_COLUMNS)))
+            yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
+
+    keywords = keywords.appended_batches(analysed())
+    all_rowids = np.concatenate([kept_rowids, *new_rowids])
+    all_ids = np.concatenate([kept_ids, *new_ids])
+    table_rows = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
     return Snapshot(
         table=table,
         version=version,
         handle=handle,
         rowids=all_rowids,
         ids=all_ids,
-        vectors=vecs.appended(arrow_vectors(new_rows, dimension)),
-        keywords=keywords.appended([chunk_terms(c) for c in chunks]),
+        vectors=vecs.appended(np.concatenate(new_vectors)),
+        keywords=keywords,
         by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
         position={i: n for n, i in enumerate(all_ids.tolist())},
         table_rows=table_rows,
     )
-
-
-def _no_rows(dimension: int) -> pa.Table:
-    """An empty table of the columns a refresh reads."""
-    from ragline.store.lance import chunk_schema
-
-    schema = chunk_schema(dimension)
-    fields = [schema.field(c) for c in (*CHUNK_COLUMNS, "vector")]
-    return pa.Table.from_batches([], pa.schema([*fields, pa.field("_rowid", pa.uint64())]))
 
 
 def _stamp(versions_dir: Path | None) -> tuple[int, int] | None:
@@ -208,21 +213,19 @@ class LanceMirror:
         """The snapshot of ``version``: ``old`` plus the rows written since, minus those gone."""
         handle: AsyncTable = self._run(self._open_at(name, version))
         columns = [*CHUNK_COLUMNS, "vector"]
-        if old is None:
-            rows = self._run(handle.query().select(columns).with_row_id().to_arrow())
-            rowids = rows.column("_rowid").to_numpy().astype(np.uint64)
-            new_rows = rows
-        else:
-            keys = self._run(handle.query().select([]).with_row_id().to_arrow())
-            rowids = keys.column("_rowid").to_numpy().astype(np.uint64)
-            fresh = rowids[~np.isin(rowids, old.rowids)]
-            if len(fresh):
-                take = handle.take_row_ids(fresh.tolist()).select(columns).with_row_id()
-                new_rows = self._run(take.to_arrow())
-            else:
-                new_rows = _no_rows(self.dimension)
+        keys = self._run(handle.query().select([]).with_row_id().to_arrow())
+        rowids = keys.column("_rowid").to_numpy().astype(np.uint64)
+        fresh = rowids if old is None else rowids[~np.isin(rowids, old.rowids)]
+
+        def batches() -> Iterator[pa.Table]:
+            """The new rows, read REFRESH_BATCH at a time (bounded memory at 1M rows)."""
+            for start in range(0, len(fresh), REFRESH_BATCH):
+                part = fresh[start : start + REFRESH_BATCH].tolist()
+                take = handle.take_row_ids(part).select(columns).with_row_id()
+                yield self._run(take.to_arrow())
+
         return build_snapshot(
-            old, name, version, handle, rowids, new_rows, self.dimension, self.keep_rows
+            old, name, version, handle, rowids, batches(), self.dimension, self.keep_rows
         )
 
     def mask(self, snap: Snapshot, predicate: str) -> BoolArray | None:
