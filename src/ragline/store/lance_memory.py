@@ -114,7 +114,10 @@ def build_snapshot(
     tables: list[pa.Table] = [] if kept_table is None else [kept_table]
     new_rowids: list[npt.NDArray[np.uint64]] = []
     new_ids: list[npt.NDArray[np.object_]] = []
-    new_vectors: list[npt.NDArray[np.float32]] = [np.zeros((0, dimension), np.float32)]
+    # every vector written once into its final place (no concatenated copies)
+    matrix = np.empty((len(rowids), dimension), np.float32)
+    matrix[: vecs.rows] = vecs.matrix
+    filled = vecs.rows
 
     def analysed() -> Iterator[list[Mapping[str, FieldTerms]]]:
         for batch in new_batches:
@@ -122,7 +125,9 @@ def build_snapshot(
             ids = np.empty(batch.num_rows, dtype=object)
             ids[:] = batch.column("id").to_pylist()
             new_ids.append(ids)
-            new_vectors.append(arrow_vectors(batch, dimension))
+            nonlocal filled
+            matrix[filled : filled + batch.num_rows] = arrow_vectors(batch, dimension)
+            filled += batch.num_rows
             if keeping:
                 tables.append(batch.select(list(CHUNK_COLUMNS)))
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
@@ -137,7 +142,7 @@ def build_snapshot(
         handle=handle,
         rowids=all_rowids,
         ids=all_ids,
-        vectors=vecs.appended(np.concatenate(new_vectors)),
+        vectors=VectorIndex.of(matrix[:filled]),
         keywords=keywords,
         by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
         position={i: n for n, i in enumerate(all_ids.tolist())},

@@ -41,6 +41,14 @@ def top_k(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -
     return idx[order].astype(np.int64)
 
 
+def inverse_norms(vectors: npt.NDArray[np.float32]) -> FloatArray:
+    """1 / L2 length of each row (0 for a zero row), accumulated in float64 without
+    a float64 copy of the matrix."""
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
+    out: FloatArray = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return out
+
+
 class VectorIndex:
     """The stored vectors (row i = the i-th chunk) and their inverse lengths (0 for a
     zero vector, which has no cosine)."""
@@ -59,16 +67,20 @@ class VectorIndex:
     def rows(self) -> int:
         return int(self.matrix.shape[0])
 
+    @classmethod
+    def of(cls, matrix: npt.NDArray[np.float32]) -> VectorIndex:
+        """An index over ``matrix`` itself (no copy when it is C-contiguous float32)."""
+        m = np.ascontiguousarray(matrix, dtype=np.float32)
+        return cls(m, inverse_norms(m))
+
     def appended(self, vectors: npt.NDArray[np.float32]) -> VectorIndex:
         """This index plus ``vectors``."""
         if not len(vectors):
             return self
         v = np.asarray(vectors, dtype=np.float32)
-        norms = np.linalg.norm(v.astype(np.float64), axis=1)
-        inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
         return VectorIndex(
             np.ascontiguousarray(np.concatenate([self.matrix, v])),
-            np.concatenate([self.inverse_norms, inverse]),
+            np.concatenate([self.inverse_norms, inverse_norms(v)]),
         )
 
     def kept(self, keep: IntArray) -> VectorIndex:
