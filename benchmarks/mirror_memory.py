@@ -14,8 +14,6 @@ import resource
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ragline.settings import Settings
 from ragline.store.factory import make_store
 
@@ -33,7 +31,7 @@ def main() -> None:
     before = rss_mib()
     rows = store.count_chunks()
     t0 = time.perf_counter()
-    store.hybrid_candidates(np.ones(384, np.float32), "gradient descent", 10, None)  # type: ignore[attr-defined]
+    store.warm_up()  # type: ignore[attr-defined]
     built = time.perf_counter() - t0
     snap = store._mirror._snapshot  # type: ignore[attr-defined]
     kw = snap.keywords

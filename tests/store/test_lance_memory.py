@@ -116,3 +116,19 @@ def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(
     write(writer, "b", TEXTS[:1], seed=2)
     assert len(reader.keyword_candidates("gradient", 10)) == 3
     assert calls > 0
+
+
+def test_a_large_refresh_runs_in_the_background_while_lancedb_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    write(plain, "a", TEXTS, seed=1)
+    monkeypatch.setattr(lance_memory, "BACKGROUND_ROWS", 0)  # every refresh is "large"
+    store = LanceStore(tmp_path / "index", dimension=DIM)
+    assert store._mirror is not None
+    want = plain.keyword_candidates("gradient descent", 10)
+    assert store.keyword_candidates("gradient descent", 10) == want  # LanceDB answered
+    store.warm_up()  # waits for the build
+    assert store._mirror._snapshot is not None and store._mirror._snapshot.rows == len(TEXTS)
+    got = store.keyword_candidates("gradient descent", 10)
+    assert [i for i, _ in got] == [i for i, _ in want]

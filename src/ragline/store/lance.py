@@ -852,14 +852,22 @@ class LanceStore(SearchDefaults):
         await table.checkout(version)
         return table
 
-    def _mirrored(self) -> Snapshot | None:
-        """The mirror's snapshot of the table's latest version (None: mirror off)."""
+    def warm_up(self) -> None:
+        """Build the in-process search indexes now (they are otherwise built by the
+        first search, in the background on a big table): servers and benchmarks."""
+        self._mirrored(wait=True)
+
+    def _mirrored(self, *, wait: bool = False) -> Snapshot | None:
+        """The mirror's snapshot of the table's latest version; None when the mirror
+        is off or still being built (LanceDB's own queries answer meanwhile)."""
         if self._mirror is None:
             return None
         table = self._table()
         try:
             versions = self.path / f"{self._chunks_name}.lance" / "_versions"
-            return self._mirror.snapshot(table, self._chunks_name, self._dimension, versions)
+            return self._mirror.snapshot(
+                table, self._chunks_name, self._dimension, versions, wait=wait
+            )
         except StoreError:
             raise
         except Exception as exc:
