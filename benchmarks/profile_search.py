@@ -267,7 +267,7 @@ def main() -> None:
 
     n = len(measured)
     lines = [
-        "# Hybrid search profile on SciFact: ragline against an in-memory baseline",
+        "# Hybrid search profile: ragline against an in-memory baseline",
         "",
         *machine_lines(loads),
         f"- command: `{command_line()}`",
