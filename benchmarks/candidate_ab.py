@@ -1,12 +1,13 @@
-"""Paired A/B: id-first candidates (CandidateStore) against whole-chunk searches.
+"""Paired A/B: LanceStore with its in-process mirror against LanceDB's own queries.
 
-``Retriever`` on a LanceStore now ranks candidates as (id, score) pairs and loads
-whole chunks only for the hits it returns (``vector_candidates``,
-``keyword_candidates``, ``chunks_for``); before, ``vector_search`` and
-``keyword_search`` read every column of all ``candidates`` (100) hits. On a shared
-machine the load drifts between two separate runs, so this script times both
-paths on the same index in one run, query by query, alternating which goes first:
-drift hits both alike and the per-query ratio is robust.
+``Retriever`` on a LanceStore ranks candidates from in-process indexes mirrored
+from the table (``RAGLINE_LANCE_MEMORY_INDEX=true``, the default; see
+``store/lance_memory.py``); ``false`` runs LanceDB's vector and full-text queries
+instead. (Until issue 13 this script compared id-first candidates with whole-chunk
+searches; the retriever now has only the id-first path.) On a shared machine the
+load drifts between two separate runs, so this script times both on the same index
+in one run, query by query, alternating which goes first: drift hits both alike and
+the per-query ratio is robust.
 
 The index is the synthetic corpus of ``ragline bench`` (``ragline.eval.synthetic``)
 over the chunks of ``--path``; queries are its pseudo-queries; search only
@@ -24,7 +25,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -40,22 +40,10 @@ from ragline.eval.synthetic import (
 )
 from ragline.retrieve.retriever import Retriever, SearchMode
 from ragline.settings import Settings
-from ragline.store.base import Store
 from ragline.store.factory import make_store
 
 DEFAULT_PATH = Path("/work/shared/data/d2l-en/chapter_appendix-mathematics-for-deep-learning")
 MODES: tuple[SearchMode, ...] = ("bm25", "vector", "hybrid")
-
-
-class WholeChunks:
-    """The store with only the base Store calls on its class, so the Retriever takes
-    the whole-chunk path (``vector_search`` / ``keyword_search``)."""
-
-    def __init__(self, inner: Store) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -101,7 +89,8 @@ def main() -> None:
         build_index(store, data, args.scale, 2000, embedder.fingerprint, s.tenant)
         built = time.perf_counter() - t0
         new = Retriever(store, fast_embedder, s)
-        old = Retriever(WholeChunks(store), fast_embedder, s)
+        plain = make_store(s.model_copy(update={"lance_memory_index": False}), embedder.dimension)
+        old = Retriever(plain, fast_embedder, s)
         rows = []
         for mode in MODES:
             for q in warm:
@@ -124,10 +113,11 @@ def main() -> None:
             )
             print(rows[-1], file=sys.stderr, flush=True)
         store.close()
+        plain.close()
 
     text = "\n".join(
         [
-            "# Id-first candidates vs whole-chunk searches (paired A/B)",
+            "# LanceStore: in-process mirror vs LanceDB's own queries (paired A/B)",
             "",
             *machine_lines(loads),
             f"- command: `{command_line()}`",
@@ -137,7 +127,7 @@ def main() -> None:
             f"- {len(measured)} pseudo-queries per mode after {len(warm)} warm-up, search only "
             "(precomputed query vectors), top_k 10; the two paths alternate per query",
             "",
-            "| mode | whole chunks p50 / p95 (ms) | id-first p50 / p95 (ms) "
+            "| mode | LanceDB queries p50 / p95 (ms) | mirror p50 / p95 (ms) "
             "| median per-query ratio (new / old) | others' CPU |",
             "|---|---|---|---|---|",
             *rows,

@@ -177,6 +177,22 @@ class Settings(BaseSettings):
         le=100,
         description="Approximate vector hits re-ranked at full precision, as a multiple of k.",
     )
+    lance_memory_index: bool = Field(
+        True,
+        description=(
+            "LanceDB: search in-process indexes mirrored from the table (exact cosine, "
+            "BM25 postings; refreshed when the table's version moves) instead of "
+            "LanceDB's own vector and full-text queries. See benchmarks/results/profile.md."
+        ),
+    )
+    lance_memory_rows: int = Field(
+        200_000,
+        ge=0,
+        description=(
+            "LanceDB mirror: up to this many chunks, their columns stay in memory too, so "
+            "the returned hits' rows are not read from disk (≈ 4 ms less per search)."
+        ),
+    )
 
     # --- stores: where the index lives (see docs/scale.md) -----------------------------
     store_url: str = Field(

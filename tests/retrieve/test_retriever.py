@@ -19,7 +19,7 @@ from ragline.embed.onnx import OnnxEmbedder
 from ragline.retrieve.rerank import HeuristicReranker
 from ragline.retrieve.retriever import TIMING_KEYS, Retriever
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, Store
+from ragline.store.base import DocumentWrite, FieldBoosts, Ranking, Store
 from ragline.store.lance import LanceStore
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -59,19 +59,20 @@ class RecordingStore:
         self.inner = inner
         self.calls: list[tuple[str, Any]] = []
 
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        self.calls.append(("vector_search", (k, filters)))
-        return self.inner.vector_search(query, k, filters)
-
-    def keyword_search(
+    def hybrid_candidates(
         self,
+        query_vector: Vectors,
         query: str,
         k: int,
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
-        self.calls.append(("keyword_search", (query, k, filters, boosts)))
-        return self.inner.keyword_search(query, k, filters, boosts)
+    ) -> tuple[Ranking, Ranking, dict[str, float]]:
+        self.calls.append(("hybrid_candidates", (query, k, filters, boosts)))
+        return self.inner.hybrid_candidates(query_vector, query, k, filters, boosts)
+
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        self.calls.append(("chunks_with_vectors", list(ids)))
+        return self.inner.chunks_with_vectors(ids)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
         self.calls.append(("vectors_for", list(ids)))
@@ -245,9 +246,8 @@ def test_filters_and_tenant_reach_the_store(lance: Store, minilm: OnnxEmbedder) 
     filters: Filters = {"chapter": "ml"}
     result = retriever.search("learning rate", top_k=5, filters=filters)
     expected = {"chapter": "ml", "tenant": "default"}
-    assert store.called("vector_search") == [(7, expected)]
-    (kw_call,) = store.called("keyword_search")
-    assert kw_call == ("learning rate", 7, expected, settings().boosts)
+    (call,) = store.called("hybrid_candidates")
+    assert call == ("learning rate", 7, expected, settings().boosts)
     assert filters == {"chapter": "ml"}  # the caller's dict is left alone
     assert result.hits
     assert {h.chunk.chapter for h in result.hits} == {"ml"}
@@ -272,7 +272,9 @@ def test_keyword_only_hits_get_their_cosine(lance: Store, minilm: OnnxEmbedder) 
     vector_ids = {h.chunk.id for h in lance.vector_search(minilm.embed_query(result.query), 2)}
     keyword_only = [h for h in result.hits if h.chunk.id not in vector_ids]
     assert keyword_only, "the query must produce keyword-only candidates"
-    assert len(store.called("vectors_for")) == 1
+    # their cosines come with their chunks: one row read, no separate vector read
+    assert len(store.called("chunks_with_vectors")) == 1
+    assert store.called("vectors_for") == []
     q = minilm.embed_query(result.query)
     for h in result.hits:
         assert h.vector_score is not None

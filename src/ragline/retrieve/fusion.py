@@ -1,10 +1,11 @@
 """Merge ranked lists of hits from several retrievers into one ranking.
 
-Both functions are pure: they take ranked lists, return a new ranked list of new
-:class:`~ragline.types.Hit` objects (inputs are never mutated) and do not know which
-store produced the lists. Hits are identified by ``hit.chunk.id``; the merged hit
-keeps the first ``vector_score`` / ``keyword_score`` any list gave it, so later
-stages (threshold, rerank, display) still see each retriever's own score.
+The functions are pure and work on ids and scores (:class:`Scored` in,
+:class:`Fused` out), so retrieval fuses candidates before any chunk is loaded;
+``reciprocal_rank_fusion`` and ``weighted_fusion`` do the same on lists of
+:class:`~ragline.types.Hit` (inputs never mutated). An entry keeps the first
+``vector_score`` / ``keyword_score`` any list gave it, so later stages (threshold,
+rerank, display) still see each retriever's own score.
 
 Ties are broken deterministically: higher fused score first, then the higher
 relative strength (the sum over lists of score / top score of that list, so of
@@ -25,11 +26,32 @@ from ragline.types import Hit
 Normalisation = Literal["minmax", "none"]
 
 
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One entry of a ranked list, known by id: the score this list ranks it by, and
+    the cosine / BM25 score it carries (the fused result keeps the first of each)."""
+
+    id: str
+    score: float
+    vector_score: float | None = None
+    keyword_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One entry of a fused ranking (``rank`` is 1-based)."""
+
+    id: str
+    score: float
+    rank: int
+    vector_score: float | None
+    keyword_score: float | None
+
+
 @dataclass(slots=True)
 class _Entry:
-    """A hit being merged: the first copy seen, scores gathered so far, best rank."""
+    """An entry being merged: scores gathered so far, best rank."""
 
-    hit: Hit
     score: float
     best_rank: int
     vector_score: float | None
@@ -43,55 +65,44 @@ def _check_weight(name: str, w: float) -> None:
 
 
 def _absorb(
-    entries: dict[str, _Entry], hit: Hit, rank: int, contribution: float, strength: float = 0.0
+    entries: dict[str, _Entry], item: Scored, rank: int, contribution: float, strength: float = 0.0
 ) -> None:
-    """Add one list's contribution for ``hit`` (found at 1-based ``rank``)."""
-    entry = entries.get(hit.chunk.id)
+    """Add one list's contribution for ``item`` (found at 1-based ``rank``)."""
+    entry = entries.get(item.id)
     if entry is None:
-        entries[hit.chunk.id] = _Entry(
-            hit=hit,
-            score=contribution,
-            best_rank=rank,
-            vector_score=hit.vector_score,
-            keyword_score=hit.keyword_score,
-            strength=strength,
+        entries[item.id] = _Entry(
+            contribution, rank, item.vector_score, item.keyword_score, strength
         )
         return
     entry.score += contribution
     entry.strength += strength
     entry.best_rank = min(entry.best_rank, rank)
     if entry.vector_score is None:
-        entry.vector_score = hit.vector_score
+        entry.vector_score = item.vector_score
     if entry.keyword_score is None:
-        entry.keyword_score = hit.keyword_score
+        entry.keyword_score = item.keyword_score
 
 
-def _ranked(entries: dict[str, _Entry]) -> list[Hit]:
-    """New hits ordered by fused score (ties: strength, best single rank, id), ranks 1..n."""
+def _ranked(entries: dict[str, _Entry]) -> list[Fused]:
+    """Entries ordered by fused score (ties: strength, best single rank, id), ranks 1..n."""
     ordered = sorted(
-        entries.values(), key=lambda e: (-e.score, -e.strength, e.best_rank, e.hit.chunk.id)
+        entries.items(), key=lambda kv: (-kv[1].score, -kv[1].strength, kv[1].best_rank, kv[0])
     )
     return [
-        replace(
-            e.hit,
-            score=e.score,
-            rank=i,
-            vector_score=e.vector_score,
-            keyword_score=e.keyword_score,
-        )
-        for i, e in enumerate(ordered, start=1)
+        Fused(cid, e.score, i, e.vector_score, e.keyword_score)
+        for i, (cid, e) in enumerate(ordered, start=1)
     ]
 
 
-def reciprocal_rank_fusion(
-    ranked_lists: Sequence[Sequence[Hit]],
+def rrf_scored(
+    ranked_lists: Sequence[Sequence[Scored]],
     k: int = 60,
     weights: Sequence[float] | None = None,
-) -> list[Hit]:
+) -> list[Fused]:
     """Reciprocal rank fusion: ``score(d) = Σ_i w_i / (k + rank_i(d))``, ranks 1-based.
 
     RRF uses only positions, so lists whose scores live on different scales (BM25,
-    cosine) merge without calibration. A chunk listed twice in one list counts once,
+    cosine) merge without calibration. An id listed twice in one list counts once,
     at its better position. ``weights`` (one per list, default all 1) tilt the merge
     toward a retriever without touching its scores.
     """
@@ -107,30 +118,16 @@ def reciprocal_rank_fusion(
         _check_weight(f"weights[{i}]", w)
 
     entries: dict[str, _Entry] = {}
-    for hits, w in zip(ranked_lists, weights, strict=True):
+    for items, w in zip(ranked_lists, weights, strict=True):
         seen: set[str] = set()
-        top = max((h.score for h in hits if math.isfinite(h.score)), default=0.0)
-        for rank, hit in enumerate(hits, start=1):
-            if hit.chunk.id in seen:
+        top = max((x.score for x in items if math.isfinite(x.score)), default=0.0)
+        for rank, item in enumerate(items, start=1):
+            if item.id in seen:
                 continue
-            seen.add(hit.chunk.id)
-            strength = hit.score / top if top > 0 and math.isfinite(hit.score) else 0.0
-            _absorb(entries, hit, rank, w / (k + rank), strength)
+            seen.add(item.id)
+            strength = item.score / top if top > 0 and math.isfinite(item.score) else 0.0
+            _absorb(entries, item, rank, w / (k + rank), strength)
     return _ranked(entries)
-
-
-def _source_scores(hits: Sequence[Hit], attr: str, list_name: str) -> dict[str, float]:
-    """First score per chunk id from one list (``attr`` if set, else ``hit.score``)."""
-    scores: dict[str, float] = {}
-    for hit in hits:
-        if hit.chunk.id in scores:
-            continue
-        value = getattr(hit, attr)
-        s = float(hit.score if value is None else value)
-        if not math.isfinite(s):
-            raise ValueError(f"{list_name}: hit {hit.chunk.id!r} has a non-finite score {s!r}")
-        scores[hit.chunk.id] = s
-    return scores
 
 
 def _minmax(scores: dict[str, float]) -> dict[str, float]:
@@ -145,17 +142,16 @@ def _minmax(scores: dict[str, float]) -> dict[str, float]:
     return {cid: (s - lo) / span for cid, s in scores.items()}
 
 
-def weighted_fusion(
-    vector_hits: Sequence[Hit],
-    keyword_hits: Sequence[Hit],
+def weighted_scored(
+    vector: Sequence[Scored],
+    keyword: Sequence[Scored],
     vector_weight: float = 0.4,
     keyword_weight: float = 0.6,
     normalise: Normalisation = "minmax",
-) -> list[Hit]:
-    """Weighted sum of per-list normalised scores (a chunk missing from a list gets 0).
+) -> list[Fused]:
+    """Weighted sum of per-list normalised scores (an id missing from a list gets 0).
 
-    Vector hits are scored by ``vector_score`` and keyword hits by ``keyword_score``
-    (each falling back to ``hit.score``). ``normalise="minmax"`` rescales each list
+    Each list is scored by its ``score``. ``normalise="minmax"`` rescales each list
     to [0, 1] first, because BM25 scores are unbounded while cosines are not;
     ``"none"`` uses the raw scores (for lists already on one scale).
     """
@@ -165,16 +161,85 @@ def weighted_fusion(
         raise ValueError(f"normalise must be 'minmax' or 'none', got {normalise!r}")
 
     entries: dict[str, _Entry] = {}
-    for hits, attr, weight, name in (
-        (vector_hits, "vector_score", vector_weight, "vector_hits"),
-        (keyword_hits, "keyword_score", keyword_weight, "keyword_hits"),
+    for items, weight, name in (
+        (vector, vector_weight, "vector_hits"),
+        (keyword, keyword_weight, "keyword_hits"),
     ):
-        raw = _source_scores(hits, attr, name)
+        raw: dict[str, float] = {}
+        for item in items:
+            if item.id not in raw:
+                if not math.isfinite(item.score):
+                    raise ValueError(
+                        f"{name}: hit {item.id!r} has a non-finite score {item.score!r}"
+                    )
+                raw[item.id] = item.score
         norm = _minmax(raw) if normalise == "minmax" else raw
         seen: set[str] = set()
-        for rank, hit in enumerate(hits, start=1):
-            if hit.chunk.id in seen:
+        for rank, item in enumerate(items, start=1):
+            if item.id in seen:
                 continue
-            seen.add(hit.chunk.id)
-            _absorb(entries, hit, rank, weight * norm[hit.chunk.id])
+            seen.add(item.id)
+            _absorb(entries, item, rank, weight * norm[item.id])
     return _ranked(entries)
+
+
+# ------------------------------------------------------------- on Hit lists
+
+
+def _scored(hits: Sequence[Hit], attr: str | None) -> list[Scored]:
+    """Hits as :class:`Scored` entries ranked by ``attr`` (falling back to ``score``)."""
+    out = []
+    for h in hits:
+        value = getattr(h, attr) if attr else None
+        score = float(h.score if value is None else value)
+        out.append(Scored(h.chunk.id, score, h.vector_score, h.keyword_score))
+    return out
+
+
+def _as_hits(fused: list[Fused], lists: Sequence[Sequence[Hit]]) -> list[Hit]:
+    """Fused entries as new hits, each a copy of the first hit seen with its id."""
+    first: dict[str, Hit] = {}
+    for hits in lists:
+        for h in hits:
+            first.setdefault(h.chunk.id, h)
+    return [
+        replace(
+            first[f.id],
+            score=f.score,
+            rank=f.rank,
+            vector_score=f.vector_score,
+            keyword_score=f.keyword_score,
+        )
+        for f in fused
+    ]
+
+
+def reciprocal_rank_fusion(
+    ranked_lists: Sequence[Sequence[Hit]],
+    k: int = 60,
+    weights: Sequence[float] | None = None,
+) -> list[Hit]:
+    """:func:`rrf_scored` on lists of hits (identified by ``hit.chunk.id``, ranked by
+    ``hit.score``); returns new hits, inputs untouched."""
+    fused = rrf_scored([_scored(hits, None) for hits in ranked_lists], k, weights)
+    return _as_hits(fused, ranked_lists)
+
+
+def weighted_fusion(
+    vector_hits: Sequence[Hit],
+    keyword_hits: Sequence[Hit],
+    vector_weight: float = 0.4,
+    keyword_weight: float = 0.6,
+    normalise: Normalisation = "minmax",
+) -> list[Hit]:
+    """:func:`weighted_scored` on lists of hits: vector hits are scored by
+    ``vector_score`` and keyword hits by ``keyword_score`` (each falling back to
+    ``hit.score``); returns new hits, inputs untouched."""
+    fused = weighted_scored(
+        _scored(vector_hits, "vector_score"),
+        _scored(keyword_hits, "keyword_score"),
+        vector_weight,
+        keyword_weight,
+        normalise,
+    )
+    return _as_hits(fused, [vector_hits, keyword_hits])

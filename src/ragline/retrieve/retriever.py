@@ -10,26 +10,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
 import numpy as np
 
 from ragline.embed.base import Embedder, Vectors
 from ragline.retrieve.expand import expand_neighbours
-from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
+from ragline.retrieve.fusion import Fused, Scored, rrf_scored, weighted_scored
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
-from ragline.store.base import CandidateStore, ChunkVectorReader, HybridCandidateReader, Store
-from ragline.types import Chunk, Filters, Hit, SearchResult
+from ragline.store.base import Ranking, Store
+from ragline.types import Filters, Hit, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 #: Stages reported in ``SearchResult.timings_ms``; every key is always present (0.0
-#: for a stage that did not run). Scoring keyword-only hits against the query vector
-#: counts as ``fusion`` in hybrid mode and as ``threshold`` in bm25 mode. On a
-#: :class:`~ragline.store.base.CandidateStore`, loading the returned hits' chunks
-#: counts as ``fusion`` in hybrid mode and as the retriever's own stage otherwise.
+#: for a stage that did not run). Scoring keyword-only candidates against the query
+#: vector counts as ``fusion`` in hybrid mode and as ``threshold`` in bm25 mode;
+#: loading the returned hits' chunks counts as ``fusion`` in hybrid mode and as the
+#: retriever's own stage otherwise.
 TIMING_KEYS = ("embed", "vector", "keyword", "fusion", "rerank", "threshold", "expand", "total")
 
 MAX_TOP_K = 1000
@@ -61,124 +61,81 @@ class _Clock:
         return self.ms
 
 
-def fill_vector_scores(hits: list[Hit], query_vector: Vectors, store: Store) -> list[Hit]:
-    """Give hits that lack a cosine (keyword-only hits) one, from their stored vectors.
+def _cosine(vector: Vectors, q: Vectors) -> float:
+    """Cosine of a stored vector to the query vector: their dot product, as the
+    embedder L2-normalises both."""
+    return float(np.asarray(vector, dtype=np.float32).reshape(-1) @ q)
 
-    One ``store.vectors_for`` call; vectors are L2-normalised, so the dot product is
-    the cosine. A hit whose vector the store no longer has keeps ``None``.
-    """
-    missing = [h.chunk.id for h in hits if h.vector_score is None]
+
+def fuse(vector: Ranking, keyword: Ranking, mode: SearchMode, settings: Settings) -> list[Fused]:
+    """The candidate lists of ``mode`` as one ranking by id (no chunk read yet)."""
+    vs = [Scored(i, s, vector_score=s) for i, s in vector]
+    ks = [Scored(i, s, keyword_score=s) for i, s in keyword]
+    if mode == "hybrid" and settings.hybrid_merge_method == "weighted":
+        w = (settings.hybrid_vector_weight, settings.hybrid_keyword_weight)
+        return weighted_scored(vs, ks, *w)
+    if mode == "hybrid":
+        return rrf_scored([vs, ks], k=settings.rrf_k)
+    items = vs if mode == "vector" else ks
+    return [
+        Fused(x.id, x.score, r, x.vector_score, x.keyword_score) for r, x in enumerate(items, 1)
+    ]
+
+
+def with_cosines(ranked: list[Fused], store: Store, query_vector: Vectors) -> list[Fused]:
+    """``ranked`` with the cosine filled in where a list lacked it (keyword-only
+    candidates), from one ``store.vectors_for`` read; a candidate whose vector the
+    store no longer has keeps None."""
+    missing = [f.id for f in ranked if f.vector_score is None]
     if not missing:
-        return hits
+        return ranked
     vectors = store.vectors_for(missing)
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    out: list[Hit] = []
-    for h in hits:
-        vec = vectors.get(h.chunk.id) if h.vector_score is None else None
-        if vec is not None:
-            h = replace(h, vector_score=float(np.asarray(vec, dtype=np.float32).reshape(-1) @ q))
-        out.append(h)
-    return out
+    return [
+        replace(f, vector_score=_cosine(vectors[f.id], q))
+        if f.vector_score is None and f.id in vectors
+        else f
+        for f in ranked
+    ]
 
 
-def placeholder_chunk(chunk_id: str) -> Chunk:
-    """A chunk known only by its id. Fusion, cosine filling and the threshold need
-    nothing else, so candidates from a :class:`CandidateStore` carry one until
-    :func:`load_chunks` swaps in the stored chunk for the hits that are returned."""
-    return Chunk(
-        id=chunk_id,
-        doc_id="",
-        tenant="",
-        source="",
-        title="",
-        chapter="",
-        section="",
-        heading_path=(),
-        url="",
-        anchor="",
-        chunk_index=0,
-        start_char=0,
-        end_char=0,
-        token_count=0,
-        word_count=0,
-        has_code=False,
-        has_equations=False,
-        content_hash="",
-        created_at="",
-        text="",
-    )
-
-
-def candidate_hits(pairs: list[tuple[str, float]], kind: Literal["vector", "keyword"]) -> list[Hit]:
-    """(id, score) pairs from a :class:`CandidateStore` as ranked hits with placeholder
-    chunks; the score is the cosine or the BM25 score, as ``*_search`` would give it."""
-    if kind == "vector":
-        return [Hit(chunk=placeholder_chunk(i), score=s, vector_score=s) for i, s in pairs]
-    return [Hit(chunk=placeholder_chunk(i), score=s, keyword_score=s) for i, s in pairs]
-
-
-_CANDIDATE_METHODS = ("vector_candidates", "keyword_candidates", "chunks_for")
-
-
-def _has(store: object, method: str) -> bool:
-    """Whether the store's class (not a forwarding wrapper's ``__getattr__``) has it."""
-    return callable(getattr(type(store), method, None))
-
-
-def as_candidate_store(store: Store) -> CandidateStore | None:
-    """``store`` if its class implements the :class:`CandidateStore` calls itself.
-
-    The check is on the class, not the instance: a wrapper that overrides
-    ``vector_search`` (to log, or to restrict access) and forwards other attributes
-    with ``__getattr__`` must not be bypassed through forwarded candidate calls.
-    """
-    if all(_has(store, m) for m in _CANDIDATE_METHODS):
-        return cast(CandidateStore, store)
-    return None
-
-
-def load_chunks(
-    hits: list[Hit], store: CandidateStore, query_vector: Vectors | None = None
-) -> list[Hit]:
-    """The hits with their stored chunks, in one store call. A hit whose chunk was
-    deleted since the search is dropped (it can no longer be shown or cited).
-
-    With ``query_vector``, hits that lack a cosine get one: from the vectors read in the
-    same call when the store has ``chunks_with_vectors`` (:class:`ChunkVectorReader`),
-    else from a :func:`fill_vector_scores` call of their own.
-    """
-    if not hits:
-        return hits
-    ids = [h.chunk.id for h in hits]
-    one_read = _has(store, "chunks_with_vectors")
-    if query_vector is None or all(h.vector_score is not None for h in hits) or not one_read:
-        chunks = store.chunks_for(ids)
-        loaded = [replace(h, chunk=chunks[h.chunk.id]) for h in hits if h.chunk.id in chunks]
-        return loaded if query_vector is None else fill_vector_scores(loaded, query_vector, store)
-    stored = cast(ChunkVectorReader, store).chunks_with_vectors(ids)
-    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    out: list[Hit] = []
-    for h in hits:
-        found = stored.get(h.chunk.id)
+def to_hits(ranked: list[Fused], store: Store, query_vector: Vectors | None) -> list[Hit]:
+    """The ranked candidates as hits with their stored chunks, read in one call. A
+    candidate deleted since its search is dropped (it can no longer be shown or
+    cited); with ``query_vector``, a hit still lacking a cosine gets it from the
+    vector read with its chunk."""
+    if not ranked:
+        return []
+    rows = store.chunks_with_vectors([f.id for f in ranked])
+    q = None if query_vector is None else np.asarray(query_vector, np.float32).reshape(-1)
+    hits = []
+    for f in ranked:
+        found = rows.get(f.id)
         if found is None:
             continue
         chunk, vec = found
-        cosine = h.vector_score
-        if cosine is None:
-            cosine = float(np.asarray(vec, dtype=np.float32).reshape(-1) @ q)
-        out.append(replace(h, chunk=chunk, vector_score=cosine))
-    return out
+        cosine = f.vector_score
+        if cosine is None and q is not None:
+            cosine = _cosine(vec, q)
+        hits.append(
+            Hit(
+                chunk=chunk,
+                score=f.score,
+                rank=f.rank,
+                vector_score=cosine,
+                keyword_score=f.keyword_score,
+            )
+        )
+    return hits
 
 
-def apply_threshold(hits: list[Hit], threshold: float) -> list[Hit]:
-    """Hits whose cosine to the query is at least ``threshold`` (all when it is ≤ 0).
-
-    A hit with no known cosine cannot show it is relevant, so a positive threshold
-    drops it.
-    """
+def apply_threshold(ranked: list[Fused], threshold: float) -> list[Fused]:
+    """Candidates whose cosine to the query is at least ``threshold`` (all when it is
+    ≤ 0). One with no known cosine cannot show it is relevant, so a positive
+    threshold drops it."""
     if threshold <= 0:
-        return hits
-    return [h for h in hits if h.vector_score is not None and h.vector_score >= threshold]
+        return ranked
+    return [f for f in ranked if f.vector_score is not None and f.vector_score >= threshold]
 
 
 def _with_ranks(hits: list[Hit]) -> list[Hit]:
@@ -216,11 +173,14 @@ class Retriever:
         tenant is added unless they name one; ``expand`` adds that many chunks
         before/after each hit (default ``settings.expand_neighbours``).
 
-        Order: retrieve (``max(candidates, top_k)`` deep) → fuse → cosine for
-        keyword-only hits → threshold → rerank (``rrf_rerank`` only) → cut to
-        ``top_k`` → expand. The threshold comes before the reranker so no rerank
-        work is spent on hits that would be dropped, and the reranker sees
-        ``max(rerank_depth, top_k)`` hits so every returned hit was reranked.
+        One path for every store and mode: candidates by id and score
+        (``max(candidates, top_k)`` deep) → fuse → cosine for keyword-only
+        candidates when a threshold needs it → threshold → the head's chunks (with
+        their vectors, which give the remaining keyword-only hits their cosine) in
+        one read → rerank (``rrf_rerank`` only) → cut to ``top_k`` → expand. The
+        threshold comes before the reranker so no rerank work is spent on hits that
+        would be dropped, and the reranker sees ``max(rerank_depth, top_k)`` hits so
+        every returned hit was reranked.
         """
         s = self.settings
         query, mode, top_k, expand = self._validate(query, mode, top_k, expand)
@@ -237,63 +197,33 @@ class Retriever:
             qvec = self.embedder.embed_query(query)
             clock.lap("embed")
 
-        # A CandidateStore ranks by id; chunks are loaded for the returned hits only.
+        # 1. candidates by id and score
         store = self.store
-        ranked = as_candidate_store(store)
-        vector_hits: list[Hit] = []
-        keyword_hits: list[Hit] = []
-        both = mode == "hybrid" and ranked is not None and _has(store, "hybrid_candidates")
-        if both:  # one call: a store that runs the two searches concurrently
+        vector: Ranking = []
+        keyword: Ranking = []
+        if mode == "hybrid":
             assert qvec is not None
-            vpairs, kpairs, ms = cast(HybridCandidateReader, store).hybrid_candidates(
-                qvec, query, depth, scope, s.boosts
-            )
-            vector_hits = candidate_hits(vpairs, "vector")
-            keyword_hits = candidate_hits(kpairs, "keyword")
+            vector, keyword, ms = store.hybrid_candidates(qvec, query, depth, scope, s.boosts)
             clock.overlapped({"vector": ms["vector"], "keyword": ms["keyword"]})
-        if mode != "bm25" and not both:
+        elif mode == "vector":
             assert qvec is not None
-            if ranked is not None:
-                pairs = ranked.vector_candidates(qvec, depth, scope)
-                vector_hits = candidate_hits(pairs, "vector")
-            else:
-                vector_hits = store.vector_search(qvec, depth, scope)
+            vector = store.vector_candidates(qvec, depth, scope)
             clock.lap("vector")
-        if mode != "vector" and not both:
-            if ranked is not None:
-                pairs = ranked.keyword_candidates(query, depth, scope, s.boosts)
-                keyword_hits = candidate_hits(pairs, "keyword")
-            else:
-                keyword_hits = store.keyword_search(query, depth, scope, s.boosts)
+        else:
+            keyword = store.keyword_candidates(query, depth, scope, s.boosts)
             clock.lap("keyword")
 
-        if mode == "hybrid":
-            if s.hybrid_merge_method == "weighted":
-                hits = weighted_fusion(
-                    vector_hits, keyword_hits, s.hybrid_vector_weight, s.hybrid_keyword_weight
-                )
-            else:
-                hits = reciprocal_rank_fusion([vector_hits, keyword_hits], k=s.rrf_k)
-        else:
-            hits = vector_hits if mode == "vector" else keyword_hits
-
-        # Without a threshold or reranker, the cosines only the returned hits need come
-        # with their chunks in one read (CandidateStore); otherwise from their own call.
-        cosines_on_load = ranked is not None and threshold <= 0 and not rerank
-        if qvec is not None and mode != "vector" and not cosines_on_load:
-            # Only hits that can still reach the output need a cosine: all of them
-            # when a threshold may drop some, else the head the reranker or the cut sees.
-            reach = len(hits) if threshold > 0 else (rerank_depth if rerank else top_k)
-            hits = fill_vector_scores(hits[:reach], qvec, self.store) + hits[reach:]
+        # 2. fuse, threshold and cut on ids; a threshold needs every candidate's cosine
+        ranked = fuse(vector, keyword, mode, s)
+        if threshold > 0 and qvec is not None and mode != "vector":
+            ranked = with_cosines(ranked, store, qvec)
         clock.lap("fusion" if mode == "hybrid" else "threshold")
-
-        hits = apply_threshold(hits, threshold)
+        ranked = apply_threshold(ranked, threshold)
         clock.lap("threshold")
 
-        if ranked is not None:
-            head = hits[: rerank_depth if rerank else top_k]
-            hits = load_chunks(head, ranked, qvec if cosines_on_load else None)
-            clock.lap({"hybrid": "fusion", "vector": "vector", "bm25": "keyword"}[mode])
+        # 3. rows of the hits the reranker or the cut can still return
+        hits = to_hits(ranked[: rerank_depth if rerank else top_k], store, qvec)
+        clock.lap({"hybrid": "fusion", "vector": "vector", "bm25": "keyword"}[mode])
 
         if rerank:
             hits = self.reranker.rerank(query, hits[:rerank_depth], top_k) if hits else []

@@ -7,6 +7,7 @@ so retrieval and sync code never know which one they talk to.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
@@ -184,13 +185,33 @@ class FieldBoosts:
     text: float = 1.0
 
 
+#: A ranking by id: (chunk id, score) pairs, best first.
+Ranking = list[tuple[str, float]]
+
+
 @runtime_checkable
 class Store(Protocol):
     """An index of chunks with their vectors, searchable by vector and by BM25.
 
+    Search is two steps, so retrieval fuses and cuts on ids and scores and reads
+    whole chunks only for the hits it returns:
+
+    1. candidates: :meth:`vector_candidates` (cosine) and :meth:`keyword_candidates`
+       (BM25, the scores of :mod:`ragline.store.bm25`), or both at once with
+       :meth:`hybrid_candidates`;
+    2. rows: :meth:`chunks_with_vectors` for the ids that are kept.
+
     Filters are equality tests on chunk metadata (``tenant``, ``chapter``,
-    ``has_code``, ``doc_id``, any column); stores push them down, never
-    post-filter in Python, so top-k stays exact under a filter.
+    ``has_code``, ``doc_id``, any column of ``filters.CHUNK_FILTER_FIELDS``); a store
+    applies them before its top-k (never post-filters), so top-k stays exact under
+    a filter.
+
+    Writing a store: implement the calls below without a default; inherit
+    :class:`SearchDefaults` for :meth:`hybrid_candidates`, :meth:`vector_search`,
+    :meth:`keyword_search` and :meth:`vectors_for`, and override any of them where
+    the backend does better (LanceStore runs both candidate searches on one
+    snapshot). ``tests/store/contract.py`` registers the store for the contract
+    suite, which every store must pass unchanged.
     """
 
     def stored_fingerprint(self) -> ModelFingerprint | None:
@@ -226,8 +247,47 @@ class Store(Protocol):
         """Remove a document's chunks (vector and keyword side) and its record."""
         ...
 
+    # -- search, step 1: candidates by id and score
+
+    def vector_candidates(self, query: Vectors, k: int, filters: Filters | None = None) -> Ranking:
+        """Top-k (chunk id, cosine similarity) pairs, best first; exact or approximate
+        as the store documents, but the score is always the true cosine."""
+        ...
+
+    def keyword_candidates(
+        self,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> Ranking:
+        """Top-k (chunk id, BM25 score) pairs over title, headings and text with field
+        boosts (a chunk scores its best boosted field), best first; positive scores only."""
+        ...
+
+    def hybrid_candidates(
+        self,
+        query_vector: Vectors,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> tuple[Ranking, Ranking, dict[str, float]]:
+        """Both candidate lists and each search's milliseconds (``vector``,
+        ``keyword``; they may overlap when the store runs them concurrently)."""
+        ...
+
+    # -- search, step 2: rows of the hits that are returned
+
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        """id → (stored chunk, its stored vector) in one read; ids no longer stored
+        are absent (a hit deleted since its search is dropped, never shown)."""
+        ...
+
+    # -- whole-chunk conveniences (SearchDefaults builds them from the calls above)
+
     def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        """Top-k by cosine similarity; ``Hit.vector_score`` is the cosine."""
+        """:meth:`vector_candidates` with their chunks; ``Hit.vector_score`` is the cosine."""
         ...
 
     def keyword_search(
@@ -237,16 +297,17 @@ class Store(Protocol):
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
     ) -> list[Hit]:
-        """Top-k by BM25 over title, headings and text with field boosts;
-        ``Hit.keyword_score`` is the BM25 score."""
-        ...
-
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        """A document's chunks at the given positions (neighbour expansion)."""
+        """:meth:`keyword_candidates` with their chunks; ``Hit.keyword_score`` is BM25."""
         ...
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors of the given chunk ids (to score keyword-only hits)."""
+        """Stored vectors of the given chunk ids (unknown ids are absent)."""
+        ...
+
+    # -- reads for neighbours, maintenance and migration
+
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
+        """A document's chunks at the given positions (neighbour expansion)."""
         ...
 
     def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
@@ -272,22 +333,16 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-@runtime_checkable
-class CandidateStore(Store, Protocol):
-    """Optional capability: rank candidates by id, load chunks afterwards.
+class SearchDefaults:
+    """The search calls a store gets from its candidate and row calls (mix in first).
 
-    Retrieval asks for ``candidates`` (200) hits per retriever but returns ``top_k``
-    (10); a store that implements these three calls lets it fuse and threshold on
-    (id, score) pairs and load whole chunks only for the hits it returns, which
-    roughly halves a hybrid search on LanceDB. Stores without them keep working
-    through ``vector_search`` / ``keyword_search``.
+    A subclass implements ``vector_candidates``, ``keyword_candidates`` and
+    ``chunks_with_vectors``; everything here is built from them and may be
+    overridden where the backend does better.
     """
 
-    def vector_candidates(
-        self, query: Vectors, k: int, filters: Filters | None = None
-    ) -> list[tuple[str, float]]:
-        """``vector_search``'s ranking as (chunk id, cosine) pairs."""
-        ...
+    def vector_candidates(self, query: Vectors, k: int, filters: Filters | None = None) -> Ranking:
+        raise NotImplementedError
 
     def keyword_candidates(
         self,
@@ -295,18 +350,11 @@ class CandidateStore(Store, Protocol):
         k: int,
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
-    ) -> list[tuple[str, float]]:
-        """``keyword_search``'s ranking as (chunk id, BM25 score) pairs."""
-        ...
+    ) -> Ranking:
+        raise NotImplementedError
 
-    def chunks_for(self, ids: Sequence[str]) -> dict[str, Chunk]:
-        """id → stored chunk for the given ids (ids no longer stored are absent)."""
-        ...
-
-
-class HybridCandidateReader(Protocol):
-    """Optional on a :class:`CandidateStore`: both candidate searches in one call, so a
-    store that can run them concurrently saves the shorter one's time."""
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        raise NotImplementedError
 
     def hybrid_candidates(
         self,
@@ -315,17 +363,30 @@ class HybridCandidateReader(Protocol):
         k: int,
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
-    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]], dict[str, float]]:
-        """(vector pairs, keyword pairs, {"vector": ms, "keyword": ms}): what
-        ``vector_candidates`` and ``keyword_candidates`` return, and each one's time."""
-        ...
+    ) -> tuple[Ranking, Ranking, dict[str, float]]:
+        """The two candidate searches one after the other, each timed."""
+        t0 = time.perf_counter()
+        vector = self.vector_candidates(query_vector, k, filters)
+        t1 = time.perf_counter()
+        keyword = self.keyword_candidates(query, k, filters, boosts)
+        t2 = time.perf_counter()
+        return vector, keyword, {"vector": (t1 - t0) * 1e3, "keyword": (t2 - t1) * 1e3}
 
+    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
+        pairs = self.vector_candidates(query, k, filters)
+        rows = self.chunks_with_vectors([i for i, _ in pairs])
+        return [Hit(chunk=rows[i][0], score=s, vector_score=s) for i, s in pairs if i in rows]
 
-class ChunkVectorReader(Protocol):
-    """Optional on a :class:`CandidateStore`: :meth:`CandidateStore.chunks_for` with
-    each chunk's vector in the same single read, so the cosines keyword-only hits lack
-    cost no second round trip (without it they come from ``vectors_for``)."""
+    def keyword_search(
+        self,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+    ) -> list[Hit]:
+        pairs = self.keyword_candidates(query, k, filters, boosts)
+        rows = self.chunks_with_vectors([i for i, _ in pairs])
+        return [Hit(chunk=rows[i][0], score=s, keyword_score=s) for i, s in pairs if i in rows]
 
-    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
-        """id → (stored chunk, its vector) for the given ids (unknown ids are absent)."""
-        ...
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        return {i: v for i, (_, v) in self.chunks_with_vectors(ids).items()}

@@ -61,6 +61,8 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
         ann_ef=settings.ann_ef,
         ann_nprobes=settings.ann_nprobes,
         ann_refine_factor=settings.ann_refine_factor,
+        memory_index=settings.lance_memory_index,
+        memory_rows=settings.lance_memory_rows,
     )
 
 

@@ -59,6 +59,7 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     DocumentWrite,
     FieldBoosts,
+    SearchDefaults,
     StoreError,
     check_vectors,
     check_writes,
@@ -66,7 +67,7 @@ from ragline.store.base import (
     metadata_json,
 )
 from ragline.store.filters import to_sql_predicate
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, Filters
 
 T = TypeVar("T")
 
@@ -185,7 +186,7 @@ def _metadata_json(chunk: Chunk) -> Jsonb:
     return Jsonb(json.loads(metadata_json(chunk.metadata)))
 
 
-def keyword_sql(pred: str, boosts: FieldBoosts, k1: float, b: float) -> str:
+def keyword_sql(pred: str, boosts: FieldBoosts, k1: float, b: float, select: str = "ch.id") -> str:
     """One statement (one snapshot) scoring BM25 over the postings.
 
     Per field f: Σ over query terms of qtf·idf_f·(k1+1)·tf / (tf + k1·(1−b+b·dl/avgdl_f)),
@@ -193,7 +194,7 @@ def keyword_sql(pred: str, boosts: FieldBoosts, k1: float, b: float) -> str:
     The CTEs are materialised and the postings read per query term through a
     LATERAL index lookup, so the plan never scans the postings table whatever
     the planner guesses; candidates are then joined to their chunks (filters)
-    best score first.
+    best score first. ``select``: the chunk columns returned before the score.
     """
     fields = bm25.KEYWORD_FIELDS
     weight = {"title": boosts.title, "headings": boosts.headings, "text": boosts.text}
@@ -236,7 +237,7 @@ r AS MATERIALIZED (
 SELECT ch.*, r.score
 FROM (SELECT chunk_key, score FROM r WHERE score > 0 ORDER BY score DESC, chunk_key) r
 CROSS JOIN LATERAL (  -- best first, filtered by key lookups until k pass
-    SELECT {_CHUNK_SELECT} FROM ragline_chunks ch
+    SELECT {select} FROM ragline_chunks ch
     WHERE {where}ch.key = r.chunk_key OFFSET 0
 ) ch
 ORDER BY r.score DESC, r.chunk_key
@@ -247,7 +248,7 @@ LIMIT %(k)s
 # --------------------------------------------------------------------- store
 
 
-class PostgresStore:
+class PostgresStore(SearchDefaults):
     """The :class:`~ragline.store.base.Store` in a PostgreSQL database with pgvector.
 
     ``url`` is the primary (every write, and reads a write depends on);
@@ -615,7 +616,9 @@ class PostgresStore:
 
     # ----------------------------------------------------------------- search
 
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
+    def vector_candidates(
+        self, query: Vectors, k: int, filters: Filters | None = None
+    ) -> list[tuple[str, float]]:
         if k <= 0:
             return []
         dim = self._dimension
@@ -627,13 +630,13 @@ class PostgresStore:
         pred = to_sql_predicate(filters)
         extra = f" AND {pred}" if pred else ""
         sql = (
-            f"SELECT {_CHUNK_SELECT}, ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) "
+            f"SELECT ch.id, ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) "
             f"FROM ragline_chunks ch WHERE vector_dims(ch.embedding) = {dim}{extra} "
             f"ORDER BY ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT %(k)s"
         )
         ef = max(self.ef_search, k)
 
-        def read(conn: psycopg.Connection[Any]) -> list[Hit]:
+        def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
             with conn.transaction():
                 conn.execute(
                     "SELECT set_config('hnsw.ef_search', %s, true), "
@@ -641,21 +644,17 @@ class PostgresStore:
                     (str(ef),),
                 )
                 rows = conn.execute(sql, {"q": q, "k": k}).fetchall()
-            hits = []
-            for r in rows:
-                sim = 1.0 - float(r[-1])
-                hits.append(Hit(chunk=_row_to_chunk(r), score=sim, vector_score=sim))
-            return hits
+            return [(str(r[0]), 1.0 - float(r[1])) for r in rows if r[1] is not None]
 
         return self._run(read, "vector search", read=True)
 
-    def keyword_search(
+    def keyword_candidates(
         self,
         query: str,
         k: int,
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
+    ) -> list[tuple[str, float]]:
         if k <= 0:
             return []
         counts = bm25.query_counts(query[:_MAX_QUERY_CHARS])
@@ -669,14 +668,29 @@ class PostgresStore:
         terms = sorted(counts)
         params = {"terms": terms, "counts": [counts[t] for t in terms], "k": k}
 
-        def read(conn: psycopg.Connection[Any]) -> list[Hit]:
-            rows = conn.execute(sql, params).fetchall()
-            return [
-                Hit(chunk=_row_to_chunk(r), score=float(r[-1]), keyword_score=float(r[-1]))
-                for r in rows
-            ]
+        def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
+            return [(str(r[0]), float(r[-1])) for r in conn.execute(sql, params).fetchall()]
 
         return self._run(read, "keyword search", read=True)
+
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        if not ids:
+            return {}
+        unique = list(dict.fromkeys(ids))
+
+        def read(conn: psycopg.Connection[Any]) -> dict[str, tuple[Chunk, Vectors]]:
+            cur = conn.execute(
+                f"SELECT {_CHUNK_SELECT}, ch.embedding FROM ragline_chunks ch "
+                "WHERE ch.id = ANY(%s)",
+                (unique,),
+            )
+            out = {}
+            for r in cur.fetchall():
+                chunk = _row_to_chunk(r)
+                out[chunk.id] = (chunk, _as_array(r[-1]))
+            return out
+
+        return self._run(read, "reading chunks", read=True)
 
     # ------------------------------------------------------------- maintenance
 

@@ -63,6 +63,7 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     DocumentWrite,
     FieldBoosts,
+    SearchDefaults,
     StoreError,
     check_vectors,
     check_writes,
@@ -70,7 +71,7 @@ from ragline.store.base import (
     metadata_json,
 )
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, Filters
 
 FORMAT_VERSION = 1
 DENSE = "dense"
@@ -212,7 +213,7 @@ def make_client(
     return QdrantClient(path=str(path))
 
 
-class QdrantStore:
+class QdrantStore(SearchDefaults):
     """The :class:`~ragline.store.base.Store` on Qdrant (server, cluster or local mode).
 
     ``location``: a server URL or a local folder; ``collection``: name prefix of
@@ -645,7 +646,9 @@ class QdrantStore:
 
     # ------------------------------------------------------------------- search
 
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
+    def vector_candidates(
+        self, query: Vectors, k: int, filters: Filters | None = None
+    ) -> list[tuple[str, float]]:
         if k <= 0:
             return []
         flt = to_qdrant_filter(filters)
@@ -667,25 +670,18 @@ class QdrantStore:
                 using=DENSE,
                 query_filter=flt,
                 limit=k,
-                with_payload=True,
+                with_payload=["id"],
                 search_params=models.SearchParams(hnsw_ef=max(self.hnsw_ef, k)),
             )
-        return [
-            Hit(
-                chunk=_payload_chunk(p.payload or {}),
-                score=float(p.score),
-                vector_score=float(p.score),
-            )
-            for p in result.points
-        ]
+        return [(str((p.payload or {})["id"]), float(p.score)) for p in result.points]
 
-    def keyword_search(
+    def keyword_candidates(
         self,
         query: str,
         k: int,
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
+    ) -> list[tuple[str, float]]:
         if k <= 0:
             return []
         flt = to_qdrant_filter(filters)
@@ -709,26 +705,33 @@ class QdrantStore:
             state = self._fresh()
             requests = [
                 models.QueryRequest(
-                    query=sparse, using=SPARSE[f], filter=flt, limit=k, with_payload=True
+                    query=sparse, using=SPARSE[f], filter=flt, limit=k, with_payload=["id"]
                 )
                 for f, _ in fields
             ]
             responses = self._call(
                 "keyword search", self._client.query_batch_points, state.chunks, requests
             )
-        best: dict[str, tuple[float, Mapping[str, Any]]] = {}
+        best: dict[str, float] = {}
         for (_, boost), response in zip(fields, responses, strict=True):
             for p in response.points:
                 score = boost * float(p.score)
-                payload = p.payload or {}
-                cid = str(payload["id"])
-                if score > 0 and (cid not in best or score > best[cid][0]):
-                    best[cid] = (score, payload)
-        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]
-        return [
-            Hit(chunk=_payload_chunk(payload), score=s, keyword_score=s)
-            for _, (s, payload) in ranked
-        ]
+                cid = str((p.payload or {})["id"])
+                if score > 0 and score > best.get(cid, 0.0):
+                    best[cid] = score
+        return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+        if not ids:
+            return {}
+        with self._lock:
+            flt = models.Filter(
+                must=[models.FieldCondition(key="id", match=models.MatchAny(any=list(set(ids))))]
+            )
+            return {
+                str((p.payload or {})["id"]): (_payload_chunk(p.payload or {}), self._dense(p))
+                for p in self._chunk_points(flt, with_vectors=True)
+            }
 
     # -------------------------------------------------------------- maintenance
 

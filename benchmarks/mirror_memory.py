@@ -1,0 +1,54 @@
+r"""Memory and build time of LanceStore's in-process mirror (store/lance_memory.py).
+
+Opens an existing LanceDB index, runs one hybrid candidate search (which builds the
+mirror) and prints the build time, the process's peak RSS before and after, and the
+bytes each part of the snapshot holds.
+
+    python benchmarks/mirror_memory.py /tmp/prof/scale-100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from pathlib import Path
+
+from ragline.settings import Settings
+from ragline.store.factory import make_store
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("index_dir", type=Path, help="RAGLINE_INDEX_DIR of the index")
+    args = ap.parse_args()
+    settings = Settings().model_copy(update={"index_dir": args.index_dir})
+    store = make_store(settings, 384)
+    before = rss_mib()
+    rows = store.count_chunks()
+    t0 = time.perf_counter()
+    store.warm_up()  # type: ignore[attr-defined]
+    built = time.perf_counter() - t0
+    snap = store._mirror._snapshot  # type: ignore[attr-defined]
+    kw = snap.keywords
+    parts = {
+        "vectors (float32)": snap.vectors.matrix.nbytes + snap.vectors.inverse_norms.nbytes,
+        "BM25 postings (3 fields)": sum(
+            m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in kw.tf
+        ),
+        "chunk columns (Arrow)": snap.table_rows.nbytes if snap.table_rows is not None else 0,
+        "row ids + positions": snap.rowids.nbytes + snap.by_rowid.nbytes,
+    }
+    print(f"rows {rows:,}; mirror built in {built:.1f} s; vocabulary {len(kw.vocab):,} terms")
+    print(f"peak RSS before {before:.0f} MiB, after {rss_mib():.0f} MiB")
+    for name, n in parts.items():
+        print(f"  {name}: {n / 2**20:.0f} MiB")
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+r"""Where a hybrid search's milliseconds go, next to an in-memory baseline, in one run.
+
+On the SciFact eval index (``ragline eval`` builds it; 9,133 chunks), the same query
+vectors, queries interleaved query by query so load drift hits every path alike:
+
+* ``ragline``: ``Retriever.search(mode="hybrid")`` on a LanceStore twice, with
+  LanceDB's own vector and full-text queries (``RAGLINE_LANCE_MEMORY_INDEX=false``)
+  and with the in-process mirror (the default), search only (precomputed query
+  vectors); then each one's stages measured on the same query: the store's
+  candidate call, turning (id, score) pairs into hits, weighted fusion, and loading
+  the returned hits' rows;
+* ``baseline``: a script at the limit of plain Python + numpy: exact cosine over all
+  vectors (one matmul), bm25s top-200 over title + text, the same weighted min-max
+  fusion over dicts, rows from a Python list;
+* end to end: the same two with the query embedding included.
+
+    RAGLINE_EVAL_CACHE_DIR=/tmp/i13/evalcache ragline eval ../shared/data/scifact --split train
+    python benchmarks/profile_search.py --cache-dir /tmp/i13/evalcache \
+        --out benchmarks/results/profile.md
+
+or, on ``ragline bench``'s synthetic corpus at a given size (index kept in --work-dir):
+
+    python benchmarks/profile_search.py --synthetic 100000 --work-dir /tmp/prof
+
+Needs ``bm25s`` (``pip install bm25s==0.3.16``), only for the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+import snowballstemmer
+
+from machine import command_line, load_average, machine_lines
+from ragline.embed.factory import make_embedder
+from ragline.engine import Ragline
+from ragline.eval.beir import load_beir
+from ragline.eval.index import MANIFEST
+from ragline.eval.synthetic import (
+    PrecomputedEmbedder,
+    Synthetic,
+    Window,
+    build_index,
+    pseudo_queries,
+)
+from ragline.retrieve.retriever import Retriever, fuse, to_hits
+from ragline.settings import Settings
+from ragline.store.factory import make_store
+from ragline.types import Chunk
+
+
+def pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q))
+
+
+class Baseline:
+    """numpy exact cosine + bm25s top-k + weighted min-max fusion: the floor to compare to."""
+
+    def __init__(self, chunks: list[Chunk], vectors: np.ndarray, depth: int, wv: float, wk: float):
+        self.chunks = chunks
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.depth = depth
+        self.wv, self.wk = wv, wk
+        self.stemmer = snowballstemmer.stemmer("english")
+        corpus = [f"{c.title}\n{c.text}" for c in chunks]
+        tokens = bm25s.tokenize(corpus, stopwords="en", stemmer=self.stemmer, show_progress=False)
+        self.bm25 = bm25s.BM25()
+        self.bm25.index(tokens, show_progress=False)
+
+    def search(self, query: str, qvec: np.ndarray, top_k: int = 10) -> list[tuple[Chunk, float]]:
+        sims = self.vectors @ qvec
+        k = min(self.depth, len(sims))
+        top = np.argpartition(-sims, k - 1)[:k]
+        vec = dict(zip(top.tolist(), sims[top].tolist(), strict=True))
+        qt = bm25s.tokenize(
+            [query], stopwords="en", stemmer=self.stemmer, show_progress=False, return_ids=False
+        )
+        docs, scores = self.bm25.retrieve(qt, k=k, show_progress=False, n_threads=1)
+        kw = {int(d): float(s) for d, s in zip(docs[0], scores[0], strict=True) if s > 0}
+        fused: dict[int, float] = {}
+        for scores_of, w in ((vec, self.wv), (kw, self.wk)):
+            if not scores_of:
+                continue
+            lo, hi = min(scores_of.values()), max(scores_of.values())
+            span = hi - lo
+            for i, s in scores_of.items():
+                fused[i] = fused.get(i, 0.0) + w * ((s - lo) / span if span else 1.0)
+        best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
+        return [(self.chunks[i], s) for i, s in best]
+
+
+def synthetic_index(args: argparse.Namespace, embedder: Any) -> Path:
+    """``ragline bench``'s synthetic index (seed 7) under ``--work-dir``, built once."""
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="ragline-profile-"))
+    folder = work / f"scale-{args.synthetic}"
+    if (folder / "built").exists():
+        return folder
+    settings = Settings().model_copy(update={"index_dir": work / "pool"})
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        if rag.store.count_chunks() == 0:
+            rag.ingest(args.pool)
+        windows: list[Window] = []
+        parts = []
+        for chunks, vectors in rag.store.iter_chunks(1024):
+            windows += [Window(c.title, c.chapter, c.text) for c in chunks]
+            parts.append(vectors)
+    finally:
+        rag.close()
+    order = np.random.default_rng(7).permutation(len(windows))
+    data = Synthetic([windows[i] for i in order], np.concatenate(parts)[order], 0.03, 7)
+    s = settings.model_copy(update={"index_dir": folder})
+    store = make_store(s, embedder.dimension)
+    build_index(store, data, args.synthetic, 2000, embedder.fingerprint, s.tenant)
+    store.close()
+    (folder / "built").write_text("ok")
+    return folder
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=Path("/work/shared/data/scifact"))
+    ap.add_argument("--split", default="train")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="ragline eval's cache dir")
+    ap.add_argument(
+        "--synthetic",
+        type=int,
+        default=0,
+        help="instead: a synthetic index of this many rows (ragline bench's generator) over "
+        "the chunks of --pool, with pseudo-queries",
+    )
+    ap.add_argument(
+        "--pool",
+        type=Path,
+        default=Path("/work/shared/data/d2l-en/chapter_appendix-mathematics-for-deep-learning"),
+    )
+    ap.add_argument("--work-dir", type=Path, default=None, help="keep the synthetic index here")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    embedder = make_embedder(Settings())
+    if args.synthetic:
+        folder = synthetic_index(args, embedder)
+        tenant = Settings().tenant
+        label = f"synthetic index of {args.synthetic:,} rows over the chunks of {args.pool}"
+    else:
+        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
+        manifest = json.loads(manifest_path.read_text())
+        folder = manifest_path.parent
+        tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
+        label = "the `ragline eval` SciFact index"
+    settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
+    stores = {
+        "LanceDB queries": make_store(
+            settings.model_copy(update={"lance_memory_index": False}), embedder.dimension
+        ),
+        "in-process mirror": make_store(settings, embedder.dimension),
+    }
+    any_store = stores["LanceDB queries"]
+    chunks: list[Chunk] = []
+    parts = []
+    for batch, vecs in any_store.iter_chunks(4096):
+        chunks += batch
+        parts.append(vecs)
+    vectors = np.concatenate(parts)
+    if args.synthetic:
+        pool = [Window(c.title, c.chapter, c.text) for c in chunks]
+        texts = pseudo_queries(pool, args.warmup + args.queries, 7)
+    else:
+        texts = list(load_beir(args.data, args.split).queries.values())
+        texts = texts[: args.warmup + args.queries]
+    warm, measured = texts[: args.warmup], texts[args.warmup :]
+    fast = PrecomputedEmbedder(embedder, texts)
+    base = Baseline(
+        chunks, vectors, settings.candidates, settings.hybrid_vector_weight,
+        settings.hybrid_keyword_weight,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    stores["in-process mirror"].count_chunks()
+    stores["in-process mirror"].warm_up()  # type: ignore[attr-defined]
+    mirror_build_s = time.perf_counter() - t0
+    retrievers = {name: Retriever(st, fast, settings) for name, st in stores.items()}
+    e2e = {name: Retriever(st, embedder, settings) for name, st in stores.items()}
+    scope = {"tenant": tenant}
+    depth = settings.candidates
+
+    def breakdown(store: Any, q: str) -> dict[str, float]:
+        """The retriever's candidate path, stage by stage, on one query."""
+        qv = fast.embed_query(q)
+        out: dict[str, float] = {}
+        t0 = time.perf_counter()
+        vpairs, kpairs, ms = store.hybrid_candidates(qv, q, depth, scope, settings.boosts)
+        t1 = time.perf_counter()
+        out["store: vector + BM25 candidates (one call)"] = (t1 - t0) * 1000.0
+        out["  of which vector alone"] = ms["vector"]
+        out["  of which BM25 alone"] = ms["keyword"]
+        ranked = fuse(vpairs, kpairs, "hybrid", settings)
+        t3 = time.perf_counter()
+        out["weighted fusion on (id, score) pairs (Python)"] = (t3 - t1) * 1000.0
+        to_hits(ranked[:10], store, qv)
+        t4 = time.perf_counter()
+        out["rows of the 10 hits (+ vectors) → Hit objects"] = (t4 - t3) * 1000.0
+        return out
+
+    for q in warm:
+        for name, r in retrievers.items():
+            r.search(q, mode="hybrid")
+            breakdown(stores[name], q)
+        base.search(q, fast.embed_query(q))
+    loads = [load_average()[0]]
+    search_ms: dict[str, list[float]] = {n: [] for n in [*stores, "baseline"]}
+    e2e_ms: dict[str, list[float]] = {n: [] for n in [*stores, "baseline"]}
+    parts_ms: dict[str, dict[str, list[float]]] = {n: {} for n in stores}
+    stages: dict[str, dict[str, list[float]]] = {n: {} for n in stores}
+    overlap = dict.fromkeys(stores, 0)
+    for i, q in enumerate(measured):
+        qv = fast.embed_query(q)
+        runs: list[tuple[str, Callable[[], Any]]] = [
+            *((n, lambda q=q, r=r: r.search(q, mode="hybrid")) for n, r in retrievers.items()),
+            ("baseline", lambda q=q, qv=qv: base.search(q, qv)),
+        ]
+        shift = i % len(runs)
+        for name, fn in runs[shift:] + runs[:shift]:
+            t0 = time.perf_counter()
+            res = fn()
+            search_ms[name].append((time.perf_counter() - t0) * 1000.0)
+            if name in stages:
+                for k, v in res.timings_ms.items():
+                    stages[name].setdefault(k, []).append(v)
+        top_b = {c.id for c, _ in base.search(q, qv)}
+        for name, st in stores.items():
+            for k, v in breakdown(st, q).items():
+                parts_ms[name].setdefault(k, []).append(v)
+            e2e_ms[name].append(timed(lambda q=q, name=name: e2e[name].search(q, mode="hybrid")))
+            top_r = {h.chunk.id for h in retrievers[name].search(q, mode="hybrid").hits}
+            overlap[name] += len(top_r & top_b)
+        e2e_ms["baseline"].append(timed(lambda q=q: base.search(q, embedder.embed_query(q))))
+        if i % 50 == 0:
+            loads.append(load_average()[0])
+    loads.append(load_average()[0])
+    for st in stores.values():
+        st.close()
+
+    def row(name: str, xs: list[float]) -> str:
+        return f"| {name} | {pct(xs, 50):.2f} | {pct(xs, 95):.2f} |"
+
+    def ratio(a: list[float], b: list[float]) -> float:
+        return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+    n = len(measured)
+    lines = [
+        "# Hybrid search profile: ragline against an in-memory baseline",
+        "",
+        *machine_lines(loads),
+        f"- command: `{command_line()}`",
+        f"- index: {label} ({len(chunks):,} chunks, tenant "
+        f"`{tenant}`), LanceStore; {n} queries after {len(warm)} warm-ups; "
+        f"candidates {depth}, weighted fusion {settings.hybrid_vector_weight}/"
+        f"{settings.hybrid_keyword_weight}, top_k 10",
+        "- search only = precomputed query vectors; the three paths rotate their order per "
+        "query, so load drift hits them alike",
+        f"- the in-process mirror was built in {mirror_build_s:.1f} s (first search)",
+        "- top-10 overlap with the baseline: "
+        + ", ".join(f"{k} {v / (10 * n):.2f}" for k, v in overlap.items())
+        + " (the baseline's bm25s indexes title + text with its own analyser)",
+        "",
+        "| path | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+        *(row(f"{k}, search only", v) for k, v in search_ms.items()),
+        *(row(f"{k}, end to end", v) for k, v in e2e_ms.items()),
+        "",
+        "Median per-query ratio to the baseline (search only / end to end): "
+        + "; ".join(
+            f"{k} {ratio(search_ms[k], search_ms['baseline']):.2f} / "
+            f"{ratio(e2e_ms[k], e2e_ms['baseline']):.2f}"
+            for k in stores
+        )
+        + ".",
+        "",
+    ]
+    for name in stores:
+        lines += [
+            f"## {name}: the search stage by stage (same queries, one more run each)",
+            "",
+            "| stage | p50 ms | p95 ms |",
+            "|---|---:|---:|",
+            *(row(k, v) for k, v in parts_ms[name].items()),
+            "",
+            f"`SearchResult.timings_ms` of the timed searches ({name}):",
+            "",
+            "| stage | p50 ms | p95 ms |",
+            "|---|---:|---:|",
+            *(row(k, v) for k, v in stages[name].items() if any(v)),
+            "",
+        ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+    print(f"loads: {loads}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""BM25 from in-memory postings: :mod:`ragline.store.bm25`'s scores, from sparse matrices.
+
+One ``docs × terms`` CSC matrix of term frequencies per BM25 field (title,
+headings, text), built with ragline's own analyser (:func:`bm25.chunk_terms`),
+so a language-aware analyser there applies here unchanged. Statistics (N, df,
+avgdl) are taken over the rows the index holds when a query runs, so a score is
+exactly what the exhaustive scorer (:func:`bm25.field_score` +
+:func:`bm25.combine_fields`) gives for the same rows, up to float64 rounding.
+
+A query touches only the postings of its own terms (one column slice per term
+and field): the cost grows with the matching postings, not the corpus. The index
+is immutable; :meth:`KeywordIndex.appended` and :meth:`KeywordIndex.kept` return
+new ones, so a reader holding one is never disturbed by a refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from ragline.store.bm25 import K1, KEYWORD_FIELDS, B, FieldTerms
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def _field_norms(lengths: FloatArray, k1: float, b: float) -> tuple[int, FloatArray]:
+    """(N, per-row ``k1·(1 − b + b·dl/avgdl)``) over rows whose field has tokens."""
+    n = int(np.count_nonzero(lengths))
+    avgdl = float(lengths.sum()) / n if n else 0.0
+    if avgdl > 0:
+        return n, k1 * (1.0 - b + b * lengths / avgdl)
+    return n, np.full(lengths.shape, k1 * (1.0 - b))
+
+
+class KeywordIndex:
+    """Term frequencies and field lengths of a set of rows (row i = the i-th chunk)."""
+
+    __slots__ = ("_n", "_norms", "b", "k1", "lengths", "tf", "vocab")
+
+    def __init__(
+        self,
+        vocab: Mapping[str, int],
+        tf: Sequence[sp.csc_array],
+        lengths: Sequence[FloatArray],
+        k1: float = K1,
+        b: float = B,
+    ) -> None:
+        self.vocab = vocab
+        self.tf = tuple(tf)
+        self.lengths = tuple(lengths)
+        self.k1, self.b = k1, b
+        stats = [_field_norms(dl, k1, b) for dl in self.lengths]
+        self._n = tuple(n for n, _ in stats)
+        self._norms = tuple(norm for _, norm in stats)
+
+    @classmethod
+    def empty(cls, k1: float = K1, b: float = B) -> KeywordIndex:
+        fields = len(KEYWORD_FIELDS)
+        return cls(
+            {},
+            [sp.csc_array((0, 0), dtype=np.float32) for _ in range(fields)],
+            [np.zeros(0) for _ in range(fields)],
+            k1,
+            b,
+        )
+
+    @property
+    def rows(self) -> int:
+        return int(self.lengths[0].shape[0])
+
+    def appended(self, terms: Sequence[Mapping[str, FieldTerms]]) -> KeywordIndex:
+        """This index plus one row per item of ``terms`` (:func:`bm25.chunk_terms` output)."""
+        return self.appended_batches([terms])
+
+    def appended_batches(
+        self, batches: Iterable[Sequence[Mapping[str, FieldTerms]]]
+    ) -> KeywordIndex:
+        """:meth:`appended` for rows that arrive in batches: each batch's postings become
+        numpy arrays at once, so memory holds one batch of Python objects at a time."""
+        vocab = dict(self.vocab)
+        fields = len(KEYWORD_FIELDS)
+        rows_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
+        cols_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
+        vals_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.float32]]]
+        lengths: list[list[FloatArray]] = [[dl] for dl in self.lengths]
+        added = 0
+        for terms in batches:
+            for f, name in enumerate(KEYWORD_FIELDS):
+                rows: list[int] = []
+                cols: list[int] = []
+                vals: list[int] = []
+                dl = np.empty(len(terms))
+                for i, item in enumerate(terms):
+                    field = item[name]
+                    dl[i] = field.length
+                    for term, count in field.tf.items():
+                        col = vocab.get(term)
+                        if col is None:
+                            col = vocab[term] = len(vocab)
+                        rows.append(added + i)
+                        cols.append(col)
+                        vals.append(count)
+                rows_at[f].append(np.asarray(rows, np.int32))
+                cols_at[f].append(np.asarray(cols, np.int32))
+                vals_at[f].append(np.asarray(vals, np.float32))
+                lengths[f].append(dl)
+            added += len(terms)
+        if not added:
+            return self
+        width = len(vocab)
+        matrices: list[sp.csc_array] = []
+        for f, old in enumerate(self.tf):
+            widened = sp.csc_array(
+                (old.data, old.indices, np.pad(old.indptr, (0, width - old.shape[1]), "edge")),
+                shape=(old.shape[0], width),
+            )
+            new = sp.csc_array(
+                (
+                    np.concatenate(vals_at[f]),
+                    (np.concatenate(rows_at[f]), np.concatenate(cols_at[f])),
+                ),
+                shape=(added, width),
+            )
+            matrices.append(sp.csc_array(sp.vstack([widened, new], format="csc")))
+        return KeywordIndex(
+            vocab, matrices, [np.concatenate(dl) for dl in lengths], self.k1, self.b
+        )
+
+    def kept(self, keep: IntArray) -> KeywordIndex:
+        """Only the rows at positions ``keep`` (ascending), renumbered 0..len(keep)-1."""
+        if len(keep) == self.rows:
+            return self
+        return KeywordIndex(
+            self.vocab,
+            [sp.csc_array(m[keep]) for m in self.tf],
+            [dl[keep] for dl in self.lengths],
+            self.k1,
+            self.b,
+        )
+
+    def scores(self, query: Mapping[str, int], boosts: Sequence[float]) -> FloatArray:
+        """Each row's BM25 score for the query's term counts: the best boosted field
+        (0 where no field matches). ``boosts`` follow :data:`bm25.KEYWORD_FIELDS`."""
+        best = np.zeros(self.rows)
+        cols = [(self.vocab[t], c) for t, c in query.items() if t in self.vocab]
+        if not cols:
+            return best
+        for f, boost in enumerate(boosts):
+            if boost <= 0:
+                continue
+            m, n, norm = self.tf[f], self._n[f], self._norms[f]
+            acc = np.zeros(self.rows)
+            hit = False
+            for col, count in cols:
+                lo, hi = int(m.indptr[col]), int(m.indptr[col + 1])
+                if lo == hi:
+                    continue
+                rows = m.indices[lo:hi]
+                tf = m.data[lo:hi].astype(np.float64)
+                df = hi - lo
+                idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                acc[rows] += count * idf * (self.k1 + 1.0) * tf / (tf + norm[rows])
+                hit = True
+            if hit:
+                np.maximum(best, boost * acc, out=best)
+        return best

@@ -1,0 +1,99 @@
+"""KeywordIndex: the exhaustive scorer's BM25 (store/bm25.py) from sparse postings."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from tests.store.contract import make_chunk
+
+from ragline.store.bm25 import (
+    KEYWORD_FIELDS,
+    FieldStats,
+    chunk_terms,
+    combine_fields,
+    field_score,
+    query_counts,
+    tokenize,
+)
+from ragline.store.keyword_index import KeywordIndex
+from ragline.store.vector_index import top_k
+from ragline.types import Chunk
+
+WORDS = [
+    *("gradient", "descent", "learning", "rate", "convex", "loss", "function", "matrix"),
+    *("vector", "tensor", "probability", "bayes", "prior", "posterior", "sampling"),
+    *("network", "layer", "attention", "the", "and", "of", "running", "runs"),
+]
+
+
+def corpus(n: int, seed: int) -> list[Chunk]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 30)))
+        title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 3)))
+        n_heads = rng.randint(0, 2)
+        heads = tuple(" ".join(rng.choice(WORDS) for _ in range(2)) for _ in range(n_heads))
+        out.append(make_chunk(f"d{i}", i, text, title=title, heading_path=heads))
+    return out
+
+
+def exhaustive(chunks: list[Chunk], query: str, boosts: tuple[float, ...]) -> list[float]:
+    """store/bm25.py's reference scorer over every chunk, with no index."""
+    terms = [chunk_terms(c) for c in chunks]
+    stats = {f: FieldStats.of(t[f] for t in terms) for f in KEYWORD_FIELDS}
+    q = tokenize(query)
+    weights = dict(zip(KEYWORD_FIELDS, boosts, strict=True))
+    out = []
+    for t in terms:
+        per_field = {
+            f: field_score(q, t[f], stats[f].df, stats[f].n, stats[f].avgdl) for f in KEYWORD_FIELDS
+        }
+        out.append(combine_fields(per_field, weights))
+    return out
+
+
+QUERIES = ["gradient descent", "the running network network", "bayes", "unknownword", "of the"]
+
+
+@pytest.mark.parametrize("boosts", [(2.0, 1.5, 1.0), (0.5, 1.0, 1.0), (0.0, 0.0, 1.0)])
+def test_scores_equal_the_exhaustive_scorer(boosts: tuple[float, float, float]) -> None:
+    chunks = corpus(300, seed=1)
+    index = KeywordIndex.empty().appended([chunk_terms(c) for c in chunks])
+    for query in QUERIES:
+        got = index.scores(query_counts(query), boosts)
+        want = exhaustive(chunks, query, boosts)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_appends_and_removals_keep_scores_exact() -> None:
+    """Built in three appends, then rows dropped: statistics follow the rows it holds."""
+    chunks = corpus(240, seed=2)
+    index = KeywordIndex.empty()
+    for part in (chunks[:100], chunks[100:101], chunks[101:]):
+        index = index.appended([chunk_terms(c) for c in part])
+    keep = np.array([i for i in range(240) if i % 3], dtype=np.int64)
+    index = index.kept(keep)
+    kept_chunks = [chunks[i] for i in keep]
+    assert index.rows == len(kept_chunks)
+    for query in QUERIES:
+        got = index.scores(query_counts(query), (2.0, 1.5, 1.0))
+        np.testing.assert_allclose(got, exhaustive(kept_chunks, query, (2.0, 1.5, 1.0)), atol=1e-12)
+
+
+def test_empty_index_and_unknown_terms_score_nothing() -> None:
+    empty = KeywordIndex.empty()
+    assert empty.scores(query_counts("gradient"), (1.0, 1.0, 1.0)).shape == (0,)
+    index = empty.appended([chunk_terms(c) for c in corpus(10, seed=3)])
+    assert not index.scores(query_counts("zzzz qqqq"), (1.0, 1.0, 1.0)).any()
+
+
+def test_top_k_orders_by_score_then_position_and_respects_the_mask() -> None:
+    scores = np.array([0.5, 2.0, 0.5, 3.0, 0.5, 0.0])
+    assert top_k(scores, 3, scores > 0).tolist() == [3, 1, 0]
+    assert top_k(scores, 10, scores > 0).tolist() == [3, 1, 0, 2, 4]
+    allowed = np.array([True, False, True, False, True, True])
+    assert top_k(scores, 2, allowed & (scores > 0)).tolist() == [0, 2]
+    assert top_k(scores, 0, None).tolist() == []

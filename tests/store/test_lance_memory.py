@@ -1,0 +1,134 @@
+"""The LanceDB mirror (store/lance_memory.py): the same answers as LanceDB's own
+queries, and always the table's latest version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.store.contract import DIM, unit, write
+
+from ragline.store import lance_memory
+from ragline.store.base import FieldBoosts
+from ragline.store.lance import LanceStore
+from ragline.types import Filters
+
+TEXTS = [
+    "Gradient descent follows the negative gradient of the loss.",
+    "Stochastic gradient descent samples one minibatch at a time.",
+    "Attention weights sum to one over the keys.",
+    "Convex functions have a single minimum, so descent finds it.",
+    "Bayes rule turns a prior and a likelihood into a posterior.",
+]
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[LanceStore, LanceStore]:
+    """The same index opened with the mirror and with LanceDB's own queries."""
+    mirrored = LanceStore(tmp_path / "index", dimension=DIM)
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    write(mirrored, "a", TEXTS, seed=1)
+    write(mirrored, "b", TEXTS[:3], seed=2, tenant="other", title="Other Notes")
+    mirrored.optimize()  # LanceDB's BM25 statistics are exact after optimize()
+    return mirrored, plain
+
+
+def test_both_paths_rank_alike_with_filters(pair: tuple[LanceStore, LanceStore]) -> None:
+    mirrored, plain = pair
+    rng = np.random.default_rng(5)
+    scopes: list[Filters | None] = [None, {"tenant": "acme"}, {"tenant": "other"}, {"doc_id": "a"}]
+    for scope in scopes:
+        q = unit(rng, 1)[0]
+        got, want = mirrored.vector_candidates(q, 4, scope), plain.vector_candidates(q, 4, scope)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+        for boosts in (None, FieldBoosts(title=0.5)):
+            got = mirrored.keyword_candidates("gradient descent notes", 10, scope, boosts)
+            want = plain.keyword_candidates("gradient descent notes", 10, scope, boosts)
+            assert sorted(i for i, _ in got) == sorted(i for i, _ in want)
+            np.testing.assert_allclose(
+                sorted(s for _, s in got), sorted(s for _, s in want), rtol=1e-5
+            )
+
+
+def test_rewritten_rows_and_compaction_are_followed(tmp_path: Path) -> None:
+    """A chunk rewritten under the same id (new title) is re-analysed; a compaction
+    (every row id changes) leaves the answers as they were."""
+    store = LanceStore(tmp_path / "index", dimension=DIM)
+    write(store, "a", TEXTS, seed=1)
+    assert store.keyword_candidates("platypus", 5) == []
+    write(store, "a", TEXTS, seed=1, title="Platypus Notes")
+    hits = store.keyword_candidates("platypus", 10)
+    assert len(hits) == len(TEXTS)
+    before = store.hybrid_candidates(unit(np.random.default_rng(3), 1)[0], "descent", 10)[:2]
+    store.optimize()
+    after = store.hybrid_candidates(unit(np.random.default_rng(3), 1)[0], "descent", 10)[:2]
+    assert after == before
+
+
+def test_a_write_by_another_store_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    reader = LanceStore(tmp_path / "index", dimension=DIM)
+    writer = LanceStore(tmp_path / "index", dimension=DIM)
+    write(writer, "a", TEXTS[:2], seed=1)
+    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    write(writer, "b", TEXTS[2:], seed=2)
+    assert {i for i, _ in reader.keyword_candidates("descent", 10)} == {
+        "acme/a/0",
+        "acme/a/1",
+        "acme/b/1",
+    }
+    writer.delete_document("a")
+    assert [i for i, _ in reader.keyword_candidates("gradient", 10)] == []
+    chunks = reader.chunks_with_vectors(["acme/b/0", "acme/a/0"])
+    assert list(chunks) == ["acme/b/0"]
+
+
+def test_rows_come_from_disk_above_the_memory_limit(tmp_path: Path) -> None:
+    small = LanceStore(tmp_path / "index", dimension=DIM, memory_rows=2)
+    _, vecs = write(small, "a", TEXTS, seed=1)
+    got = small.chunks_with_vectors(["acme/a/3", "acme/a/0"])
+    assert [got[i][0].text for i in ("acme/a/0", "acme/a/3")] == [TEXTS[0], TEXTS[3]]
+    np.testing.assert_allclose(got["acme/a/3"][1], vecs[3], rtol=1e-6)
+
+
+def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = LanceStore(tmp_path / "index", dimension=DIM)
+    writer = LanceStore(tmp_path / "index", dimension=DIM)
+    write(writer, "a", TEXTS[:2], seed=1)
+    monkeypatch.setattr(lance_memory, "SETTLED_NS", 0)  # every folder counts as settled
+    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert reader._mirror is not None
+    calls = 0
+    run = reader._mirror._run
+
+    def counting(coro: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return run(coro)
+
+    reader._mirror._run = counting
+    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert calls == 0  # one stat, no LanceDB call
+    write(writer, "b", TEXTS[:1], seed=2)
+    assert len(reader.keyword_candidates("gradient", 10)) == 3
+    assert calls > 0
+
+
+def test_a_large_refresh_runs_in_the_background_while_lancedb_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    write(plain, "a", TEXTS, seed=1)
+    monkeypatch.setattr(lance_memory, "BACKGROUND_ROWS", 0)  # every refresh is "large"
+    store = LanceStore(tmp_path / "index", dimension=DIM)
+    assert store._mirror is not None
+    want = plain.keyword_candidates("gradient descent", 10)
+    assert store.keyword_candidates("gradient descent", 10) == want  # LanceDB answered
+    store.warm_up()  # waits for the build
+    assert store._mirror._snapshot is not None and store._mirror._snapshot.rows == len(TEXTS)
+    got = store.keyword_candidates("gradient descent", 10)
+    assert [i for i, _ in got] == [i for i, _ in want]
