@@ -6,6 +6,7 @@ import pytest
 
 from ragline.answer.evidence import (
     DATE,
+    EXPANSION,
     NUMBER,
     PERSON,
     PLACE,
@@ -18,6 +19,7 @@ from ragline.answer.evidence import (
     entities,
     evidence_score,
     expected_answer_type,
+    focus_terms,
     has_answer_type,
     judge,
     numbers,
@@ -158,3 +160,42 @@ def test_why_not_names_the_missing_type_and_terms() -> None:
     e = judge(c, q, s, [""], [0.9], TermWeights.of(s), EvidenceWeights(threshold=0.1))[0]
     assert not e.type_ok and why_not(c, e, s[0]) == "no passage sentence gives a number"
     assert why_not(c, None, "") == "no retrieved passage has a sentence to check"
+
+
+def test_a_how_many_answer_counts_what_the_question_counts() -> None:
+    q = "How many output channels does the first convolutional layer of LeNet have?"
+    assert focus_terms(q) == ("output", "channel")
+    assert has_answer_type("The first convolutional layer has 6 output channels.", NUMBER, q)
+    # a number about something else (and "ten times more convolution channels") is no count
+    assert not has_answer_type("AlexNet has ten times more convolution channels.", NUMBER, q)
+    q = "How many dog breeds does the dataset contain?"
+    assert has_answer_type("There are 120 different breeds of dogs to recognise.", NUMBER, q)
+    assert focus_terms("How much later was it released?") == ("later",)
+    assert focus_terms("How long did it take?") == ()
+
+
+def test_expansions_and_agents_are_answer_types() -> None:
+    q = "What does VGG stand for?"
+    assert expected_answer_type(q) == EXPANSION
+    assert has_answer_type("It is named after the Visual Geometry Group at Oxford.", EXPANSION, q)
+    assert not has_answer_type("VGG blocks stack convolutions.", EXPANSION, q)
+    assert expected_answer_type("Which statistician proposed the perceptron?") == PERSON
+    assert expected_answer_type("What percentage of tokens are masked?") == NUMBER
+    # a name that shares a word with the question is no new name ("LeNet-5" for LeNet)
+    assert not has_answer_type("Its form LeNet-5 is still taught.", PERSON, "Who developed LeNet?")
+    assert has_answer_type("Yann LeCun developed it.", PERSON, "Who developed LeNet?")
+
+
+def test_hyphenated_lowercase_suffixes_do_not_belong_to_a_name() -> None:
+    assert entities("Adam combines RMSProp-style scaling with ResNet-18 on Fashion-MNIST.") == [
+        "RMSProp",
+        "ResNet-18",
+        "Fashion-MNIST",
+    ]
+
+
+def test_an_acronym_is_met_by_its_expansion_in_the_passage() -> None:
+    c = question_constraints("Why is beta1 lowered to 0.5 when training a DCGAN?")
+    label = "Deep Convolutional Generative Adversarial Networks > Training"
+    assert unmet(c, "We change beta1 from 0.9 to 0.5.", label) == []
+    assert unmet(c, "We change beta1 from 0.9 to 0.5.", "Adam > Training") == ["DCGAN"]

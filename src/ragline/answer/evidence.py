@@ -37,6 +37,28 @@ PERSON = "person"
 DATE = "date"
 NUMBER = "number"
 PLACE = "place"
+EXPANSION = "expansion"  # "What does VGG stand for?"
+
+#: Nouns that make a which/what question ask for a name ("Which statistician…").
+_AGENTS = (
+    "person",
+    "people",
+    "researcher",
+    "researchers",
+    "scientist",
+    "statistician",
+    "mathematician",
+    "author",
+    "inventor",
+    "company",
+    "university",
+    "lab",
+    "laboratory",
+    "organization",
+    "organisation",
+)
+_SMALL_WORDS = frozenset(["of", "from", "the", "a", "an", "and", "for", "to", "in", "on"])
+_TOKEN = re.compile(r"[A-Za-z]+|\d[\d,.]*")
 
 _YEAR = re.compile(r"(?<![\d.,])(1[5-9]\d\d|20\d\d)(?:s\b|(?![\d.,]\d))")
 _NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])\s*(%|percent\b)?")
@@ -126,6 +148,8 @@ def entities(text: str) -> list[str]:
     sentence_start = True
     for m in _WORD.finditer(text):
         w = m.group(0).strip("'’-")
+        while "-" in w and w.rsplit("-", 1)[1].islower():  # "RMSProp-style" names RMSProp
+            w = w.rsplit("-", 1)[0]
         gap = text[prev_end : m.start()] if prev_end >= 0 else ""
         if prev_end >= 0 and re.search(r"[.!?:;]\s*$", gap):
             sentence_start = True
@@ -150,13 +174,52 @@ def expected_answer_type(question: str) -> str | None:
     q = " ".join(question.lower().split())
     if re.match(r"^(in )?(what|which) year\b|^when\b|^(on|in) what date\b", q):
         return DATE
-    if re.match(r"^how (many|much|long|large|big|old|often|far)\b", q):
+    if re.match(r"^how (many|much|long|large|big|old|often|far)\b", q) or re.match(
+        r"^(what|which) (percentage|fraction|proportion|share|number)\b", q
+    ):
         return NUMBER
-    if re.match(r"^who\b|^whom\b|^whose\b", q):
+    if re.match(r"^who\b|^whom\b|^whose\b", q) or re.match(
+        rf"^(what|which) (\w+ )?({'|'.join(_AGENTS)})\b", q
+    ):
         return PERSON
     if re.match(r"^where\b|^(in )?(what|which) (country|city|place|town)\b", q):
         return PLACE
+    if re.match(r"^what (does|do|did) \S+ stand for\b", q):
+        return EXPANSION
     return None
+
+
+def focus_terms(question: str) -> tuple[str, ...]:
+    """What a how-many question counts: the analysed words after "how many" up to
+    the verb or preposition ("How many output channels does…" → output, channel)."""
+    m = re.match(
+        r"^how (?:many|much) (.+?)(?: (?:does|do|did|is|are|was|were|has|have|had|can|will"
+        r"|would|should|of|in|on|for|from|with|by|replace|replaces)\b|[?.,]|$)",
+        " ".join(question.lower().split()),
+    )
+    return tuple(tokenize(m.group(1))) if m else ()
+
+
+def _counts(text: str, focus: Sequence[str], window: int = 5) -> bool:
+    """A number in ``text`` followed within ``window`` words by every focus term."""
+    words = _TOKEN.findall(text)
+    for i, w in enumerate(words):
+        if w[0].isdigit() or w.lower() in _NUMBER_WORDS:
+            after = {t for x in words[i + 1 : i + 1 + window] for t in tokenize(x)}
+            if all(f in after for f in focus):
+                return True
+    return False
+
+
+def _spells(text: str, acronym: str) -> bool:
+    """True when consecutive words of ``text`` (small words skipped) start with the
+    capitals of ``acronym`` in order: "Visual Geometry Group" spells VGG."""
+    letters = [c.lower() for c in acronym if c.isupper()]
+    if len(letters) < 2:
+        return False
+    initials = [w[0].lower() for w in _WORD.findall(text) if w.lower() not in _SMALL_WORDS]
+    n = len(letters)
+    return any(initials[i : i + n] == letters for i in range(len(initials) - n + 1))
 
 
 def question_constraints(question: str) -> Constraints:
@@ -172,8 +235,10 @@ def question_constraints(question: str) -> Constraints:
 
 
 def has_answer_type(text: str, kind: str | None, question: str = "") -> bool:
-    """True when ``text`` holds something of the expected answer type (a name for
-    who/where that is not already in the question, a date, a number)."""
+    """True when ``text`` holds something of the expected answer type: a date; a
+    number not given in the question (counting what a how-many question counts); a
+    name that shares no word with the question (who, which researcher…, where);
+    the words an asked-for acronym stands for."""
     if kind is None:
         return True
     if kind == DATE:
@@ -181,9 +246,15 @@ def has_answer_type(text: str, kind: str | None, question: str = "") -> bool:
         return bool(years(text)) or bool(words & _MONTHS)
     if kind == NUMBER:
         given = numbers(question) | years(question)
-        return bool((numbers(text) | years(text)) - given)
-    asked = {e.lower() for e in entities(question)}
-    return any(e.lower() not in asked for e in entities(text))
+        if not (numbers(text) | years(text)) - given:
+            return False
+        focus = focus_terms(question)
+        return _counts(text, focus) if focus else True
+    if kind == EXPANSION:
+        asked = [e for e in entities(question) if any(c.isupper() for c in e)]
+        return any(_spells(text, a) for a in asked)
+    asked_terms = set(tokenize(question))
+    return any(not set(tokenize(e)) & asked_terms for e in entities(text))
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -192,8 +263,8 @@ def _contains(haystack: str, needle: str) -> bool:
 
 def unmet(c: Constraints, sentence: str, passage: str) -> list[str]:
     """Constraints neither the sentence nor its passage meets, as written in the
-    question: years, quoted phrases and entities must appear; numbers must appear
-    in the sentence when it states numbers of its own."""
+    question: years, quoted phrases and entities must appear (an acronym may appear
+    spelled out in the passage)."""
     where = f"{sentence}\n{passage}".lower()
     have_years = years(where)
     missing = [y for y in sorted(c.years) if y not in have_years]
@@ -201,8 +272,11 @@ def unmet(c: Constraints, sentence: str, passage: str) -> list[str]:
     stems = set(tokenize(where))
     for e in c.entities:
         terms = tokenize(e)
-        if not _contains(where, e) and not (terms and all(t in stems for t in terms)):
-            missing.append(e)
+        if _contains(where, e) or (terms and all(t in stems for t in terms)):
+            continue
+        if e.isalpha() and sum(ch.isupper() for ch in e) >= 2 and _spells(passage, e):
+            continue  # an acronym met by its expansion: DCGAN in "Deep Convolutional GANs"
+        missing.append(e)
     return missing
 
 
@@ -367,7 +441,13 @@ def why_not(c: Constraints, e: Evidence | None, passage_text: str) -> str:
             return f"the passages cover {', '.join(found[:3])}, not {', '.join(sorted(c.years))}"
         return "the passages do not mention " + ", ".join(f"'{m}'" for m in e.missing[:3])
     if not e.type_ok:
-        kind = {PERSON: "a name", DATE: "a date", NUMBER: "a number", PLACE: "a place"}
+        kind = {
+            PERSON: "a name",
+            DATE: "a date",
+            NUMBER: "a number",
+            PLACE: "a place",
+            EXPANSION: "what it stands for",
+        }
         return f"no passage sentence gives {kind.get(c.answer_type or '', 'the answer')}"
     return (
         f"no passage sentence answers the question (best evidence {e.score:.2f}; "
