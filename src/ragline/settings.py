@@ -264,16 +264,27 @@ class Settings(BaseSettings):
         "met, answer type present, evidence score reached); else the fallback.",
     )
     evidence_threshold: float = Field(
-        0.27, ge=0, le=1, description="Evidence score a sentence needs to count as an answer."
+        0.06,
+        ge=0,
+        le=1,
+        description="Evidence score a sentence needs to answer a question (its constraints "
+        "and answer type are checked as well).",
+    )
+    evidence_claim_threshold: float = Field(
+        0.33,
+        ge=0,
+        le=1,
+        description="Evidence score a sentence needs to support a statement (a claim "
+        "asked as it is, not as a question).",
     )
     evidence_sentence_weight: float = Field(
-        0.0, ge=0, le=1, description="Evidence score: weight of key-term coverage of the sentence."
+        0.8, ge=0, le=1, description="Evidence score: weight of key-term coverage of the sentence."
     )
     evidence_passage_weight: float = Field(
         0.0, ge=0, le=1, description="Evidence score: weight of key-term coverage of its passage."
     )
     evidence_cosine_weight: float = Field(
-        1.0, ge=0, le=1, description="Evidence score: weight of the sentence-question cosine."
+        0.2, ge=0, le=1, description="Evidence score: weight of the sentence-question cosine."
     )
     citation_key_coverage: float = Field(
         0.0,

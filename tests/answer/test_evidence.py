@@ -21,6 +21,7 @@ from ragline.answer.evidence import (
     expected_answer_type,
     focus_terms,
     has_answer_type,
+    is_question,
     judge,
     numbers,
     question_constraints,
@@ -199,3 +200,16 @@ def test_an_acronym_is_met_by_its_expansion_in_the_passage() -> None:
     label = "Deep Convolutional Generative Adversarial Networks > Training"
     assert unmet(c, "We change beta1 from 0.9 to 0.5.", label) == []
     assert unmet(c, "We change beta1 from 0.9 to 0.5.", "Adam > Training") == ["DCGAN"]
+
+
+def test_a_claim_is_judged_by_its_own_threshold_and_names_do_not_veto_it() -> None:
+    claim = "Dropout in ResNets zeroes a random fraction of the activations."
+    c = question_constraints(claim)
+    assert not c.question and is_question("Does dropout zero activations?")
+    s = ["Dropout zeroes a random fraction of the activations at every step."]
+    weights = TermWeights.of(s)
+    low = EvidenceWeights(threshold=0.99, claim_threshold=0.3)
+    high = EvidenceWeights(threshold=0.0, claim_threshold=0.99)
+    passes = judge(c, claim, s, [""], [0.6], weights, low)[0]
+    assert passes.missing == ("ResNets",) and passes.answers  # a paraphrase may drop a name
+    assert not judge(c, claim, s, [""], [0.6], weights, high)[0].answers

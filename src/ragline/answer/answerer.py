@@ -184,6 +184,7 @@ class Answerer:
             passage_coverage=settings.evidence_passage_weight,
             cosine=settings.evidence_cosine_weight,
             threshold=settings.evidence_threshold,
+            claim_threshold=settings.evidence_claim_threshold,
         )
 
     def answer(

@@ -60,6 +60,7 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
             passage_coverage=settings.evidence_passage_weight,
             cosine=settings.evidence_cosine_weight,
             threshold=settings.evidence_threshold,
+            claim_threshold=settings.evidence_claim_threshold,
         )
         if settings.evidence_check
         else None
