@@ -115,12 +115,15 @@ class ExtractiveGenerator:
         passing = [e for e in ev.judged if e.answers]
         if not passing:
             return []
-        lead = max(passing, key=lambda e: e.score)
+        # Among answering sentences, the retriever's view of their block still counts:
+        # it knows the section (title, headings) that a lone sentence does not show.
+        b = self.block_weight
+        block_rel = {blk.number: blk.hit.vector_score or 0.0 for blk in request.context.blocks}
+        rel = [(1 - b) * e.score + b * block_rel[ev.candidates[e.index].block] for e in passing]
+        lead = passing[max(range(len(passing)), key=lambda i: rel[i])]
         texts = [ev.candidates[e.index].text for e in passing]
         vecs = self.embed(texts)
-        picked = select_sentences(
-            [e.score for e in passing], vecs @ vecs.T, max_sentences=self.max_sentences
-        )
+        picked = select_sentences(rel, vecs @ vecs.T, max_sentences=self.max_sentences)
         rest = sorted(
             (ev.candidates[passing[i].index] for i in picked if passing[i] is not lead),
             key=lambda c: (c.block, c.start),
