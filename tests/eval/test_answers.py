@@ -128,4 +128,7 @@ def test_cli_answers_by_hand(
     assert ex["sentence_recall"] == pytest.approx(2 / 3, abs=1e-4)
     assert ex["fallback_rate_out_of_scope"] == 1.0 and ex["out_of_scope_questions"] == 2
     assert ex["fallback_rate_in_scope"] == 0.0
+    # the two claims again with their evidence abstracts removed: nothing left answers them
+    assert ex["distractor_claims"] == 2 and ex["abstention_rate_distractor"] == 1.0
+    assert ex["citations_without_evidence"] == 0
     assert "| extractive | 2 | 2 | 1.000 | 1.000 | 1.000 | 0.667 |" in report.read_text()
