@@ -20,6 +20,13 @@ reinforcement learning, Gaussian processes) that no train question touches.
    section; an out-of-scope one when it is the fallback, with the generator
    never called (a counting wrapper proves it). Every citation must name a chunk
    that was in the context.
+3. Distractor protocol on ``benchmarks/data/d2l_answers.jsonl`` (63 questions
+   written for ragline, each with a short gold answer string and the sections
+   holding it; about half marked ``distractor``): answerable questions are asked
+   of the whole book, distractor ones with their expected sections and every
+   chunk holding the gold string removed from the results. Reported: fallback
+   (abstention) rate, accuracy (gold string in the answer) and the expected
+   section cited.
 
 Honesty notes. The dev split was looked at once, after the first full run
 (82 % in-scope pass). Two things changed then: dev-27's expected sections gained
