@@ -37,9 +37,6 @@ if TYPE_CHECKING:
     from ragline.serve.ratelimit import RateLimiter
     from ragline.settings import Settings
     from ragline.store.base import (
-        CandidateStore,
-        ChunkVectorReader,
-        HybridCandidateReader,
         ModelMismatchError,
         Store,
         StoreError,
@@ -72,9 +69,6 @@ _LOCATIONS: dict[str, str] = {
     # protocols: one per replaceable part
     "Embedder": "ragline.embed.base",
     "Store": "ragline.store.base",
-    "HybridCandidateReader": "ragline.store.base",
-    "ChunkVectorReader": "ragline.store.base",
-    "CandidateStore": "ragline.store.base",
     "Generator": "ragline.answer.generators.base",
     "Reranker": "ragline.retrieve.rerank",
     "Chunker": "ragline.ingest.chunk",
@@ -126,11 +120,9 @@ __all__ = [
     "Answer",
     "Block",
     "BlockKind",
-    "CandidateStore",
     "ChapterCount",
     "Chunk",
     "ChunkDraft",
-    "ChunkVectorReader",
     "Chunker",
     "Citation",
     "Confidence",
@@ -146,7 +138,6 @@ __all__ = [
     "GenerationRequest",
     "Generator",
     "Hit",
-    "HybridCandidateReader",
     "IngestError",
     "IngestReport",
     "LocalModelUnavailable",

@@ -308,6 +308,46 @@ class Settings(BaseSettings):
     unsupported_citations: UnsupportedPolicy = Field(
         "flag", description="flag (keep, marked unsupported) or remove unsupported citations."
     )
+    # evidence_* from benchmarks/calibrate_evidence.py (SciFact train claims and the d2l
+    # sets, each asked with and without its evidence); citation_key_coverage from
+    # benchmarks/calibrate_citations.py (0.0: names, years and figures alone flag 86 % of
+    # the train citations of abstracts without evidence, any share of terms on top costs
+    # more recall than it gains).
+    evidence_check: bool = Field(
+        True,
+        description="Answer only when a context sentence answers the question (constraints "
+        "met, answer type present, evidence score reached); else the fallback.",
+    )
+    evidence_threshold: float = Field(
+        0.06,
+        ge=0,
+        le=1,
+        description="Evidence score a sentence needs to answer a question (its constraints "
+        "and answer type are checked as well).",
+    )
+    evidence_claim_threshold: float = Field(
+        0.33,
+        ge=0,
+        le=1,
+        description="Evidence score a sentence needs to support a statement (a claim "
+        "asked as it is, not as a question).",
+    )
+    evidence_sentence_weight: float = Field(
+        0.8, ge=0, le=1, description="Evidence score: weight of key-term coverage of the sentence."
+    )
+    evidence_passage_weight: float = Field(
+        0.0, ge=0, le=1, description="Evidence score: weight of key-term coverage of its passage."
+    )
+    evidence_cosine_weight: float = Field(
+        0.2, ge=0, le=1, description="Evidence score: weight of the sentence-question cosine."
+    )
+    citation_key_coverage: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of an answer sentence's key terms (rarity-weighted) the cited span "
+        "must hold, on top of its years, names and figures (0 = those checks alone).",
+    )
 
     # --- evaluation (ragline eval) ------------------------------------------------------
     eval_cache_dir: Path = Field(

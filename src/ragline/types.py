@@ -324,6 +324,8 @@ class Answer:
     usage: dict[str, int] = field(default_factory=dict)  # prompt/completion/total tokens
     timings_ms: dict[str, float] = field(default_factory=dict)
     retrieval_mode: str = ""
+    #: Answer sentences with a citation, none of whose citations is supported.
+    unsupported_sentences: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The response shape of ``ragline ask --json`` and ``POST /api/query``."""
@@ -346,6 +348,7 @@ class Answer:
                 "usage": dict(self.usage),
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
                 "retrieval_mode": self.retrieval_mode,
+                "unsupported_sentences": list(self.unsupported_sentences),
             },
         }
 

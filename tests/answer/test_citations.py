@@ -10,6 +10,7 @@ from ragline.answer.citations import (
     claim_before,
     dice,
     extract_markers,
+    key_content_gap,
     lexical_overlap,
     map_label,
     resolve_citations,
@@ -22,7 +23,12 @@ from ragline.settings import Settings
 @pytest.fixture
 def verifier(cache: EmbeddingCache) -> SupportVerifier:
     s = Settings()
-    return SupportVerifier(cache.vectors, s.citation_support_threshold, s.citation_lexical_weight)
+    return SupportVerifier(
+        cache.vectors,
+        s.citation_support_threshold,
+        s.citation_lexical_weight,
+        s.citation_key_coverage,
+    )
 
 
 def test_extracts_every_marker_form() -> None:
@@ -142,3 +148,43 @@ def test_tracker_reports_each_citation_when_its_bracket_closes(
     assert final.text == "Momentum keeps a leaky average of past gradients [2]. More text."
     assert final.dropped == ["[9]"]
     assert all(c.supported for c in final.citations)
+
+
+# --- key content: a citation must carry what the sentence claims ---------------------
+
+
+def test_a_span_must_carry_the_sentences_figures_names_and_key_terms() -> None:
+    from ragline.answer.evidence import TermWeights
+
+    span = "Revenue in the second quarter of 2020 was 6 billion dollars."
+    w = TermWeights.of([span, "The company sells cars."])
+    gap = key_content_gap("Revenue in the second quarter of 2020 was 5 billion.", span, "", w, 0.5)
+    assert gap == "the source states other figures than 5"
+    gap = key_content_gap("Revenue in 2019 was 6 billion.", span, "", w, 0.5)
+    assert gap == "not in the source: 2019"
+    gap = key_content_gap("The revenue Tesla reported was 6 billion.", span, "", w, 0.5)
+    assert gap == "not in the source: Tesla"
+    assert key_content_gap("Revenue in 2020 was 6 billion.", span, "", w, 0.5) == ""
+    # the passage (title, other sentences) may name the entity
+    label = "Tesla > Q2 2020\nThe company sells cars."
+    assert key_content_gap("The revenue of Tesla was 6 billion.", span, label, w, 0.5) == ""
+
+
+def test_the_key_coverage_setting_decides_a_sentence_with_other_content() -> None:
+    from ragline.answer.evidence import TermWeights
+
+    span = "Dropout zeroes a random fraction of the activations."
+    w = TermWeights.of([span, "Momentum averages gradients."])
+    claim = "Dropout zeroes a fraction of the activations at random during training."
+    assert key_content_gap(claim, span, "", w, 0.4) == ""  # 49 %: "training", "during" missing
+    assert key_content_gap(claim, span, "", w, 0.6).startswith("the source holds")
+
+
+def test_a_citation_of_the_wrong_source_is_flagged(
+    topic_context: Context, verifier: SupportVerifier
+) -> None:
+    """Same words, wrong year: the old score passes it, the key content does not."""
+    claim = "Momentum keeps a leaky average of past gradients since 1850."
+    support = verifier.check(claim, topic_context.blocks[1])
+    assert support.score >= verifier.threshold  # topical overlap is high
+    assert not support.supported and support.gap == "not in the source: 1850"

@@ -6,17 +6,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ragline.answer.candidates import candidates, is_answer_sentence, table_row_sentences
 from ragline.answer.context import Context, build_context
 from ragline.answer.embedding_cache import EmbeddingCache
+from ragline.answer.evidence import EvidenceWeights
 from ragline.answer.generators.base import GenerationRequest
-from ragline.answer.generators.extractive import (
-    ExtractiveGenerator,
-    candidates,
-    cite,
-    is_answer_sentence,
-    select_sentences,
-    table_row_sentences,
-)
+from ragline.answer.generators.extractive import ExtractiveGenerator, cite, select_sentences
 from ragline.answer.sentences import segments
 from ragline.embed.tokenizer import TokenCounter
 from ragline.types import Chunk, Hit
@@ -143,3 +138,36 @@ def test_a_table_alone_answers_with_its_rows_but_not_beside_prose(
         (1, "Supplier: Castilla | Sons; Country: Spain."),
         (2, "Lead times are agreed every year."),
     ]
+
+
+def test_evidence_led_answer_starts_with_the_answering_sentence_without_padding(
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+    cache: EmbeddingCache,
+) -> None:
+    """The better-ranked block is about Q1; the answer (Q2) leads, nothing topical is added."""
+    q1 = make_chunk(
+        "a",
+        "Contents: Prepared Remarks and Questions and Answers for the quarter. "
+        "The company reported its results for the first quarter of 2020 in April. "
+        "Revenue in the first quarter of 2020 was 5.99 billion dollars.",
+        title="Q1 2020 earnings",
+        doc_id="q1",
+    )
+    q2 = make_chunk(
+        "b",
+        "The call was held on a Wednesday afternoon with many analysts. "
+        "Revenue in the second quarter of 2020 was 6.04 billion dollars.",
+        title="Q2 2020 earnings",
+        doc_id="q2",
+    )
+    ctx = build_context([make_hit(q1, 0.7, 1), make_hit(q2, 0.65, 2)], count_tokens, 2000)
+    request = GenerationRequest("What was the revenue in the second quarter of 2020?", ctx)
+    led = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.5))
+    chosen = led.compose(request)
+    assert chosen[0].text == "Revenue in the second quarter of 2020 was 6.04 billion dollars."
+    assert all("Contents" not in c.text and "Wednesday" not in c.text for c in chosen)
+    # a threshold no sentence reaches: the generator alone falls back to relevance order
+    strict = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.99))
+    assert strict.compose(request) == ExtractiveGenerator(cache.vectors).compose(request)

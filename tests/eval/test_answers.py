@@ -48,6 +48,21 @@ def test_scores_by_hand() -> None:
     assert s.doc_recall == pytest.approx(2 / 3)  # A and B of {A, B, C}
     assert s.sentence_precision == pytest.approx(1 / 3)
     assert s.sentence_recall == pytest.approx(1 / 4)  # A1 of {A1, B0, B2, C3}
+    assert (s.citations_without_evidence, s.flagged_without_evidence) == (1, 0.0)
+
+
+def test_citations_of_documents_without_evidence_count_how_many_were_flagged() -> None:
+    c = Claim("1", "x", {"A": frozenset({0})})
+    cites = (
+        CitedSource("A", frozenset({0}), True),
+        CitedSource("D", frozenset({0}), False),  # wrong document, flagged
+        CitedSource("E", frozenset({0}), False),  # wrong document, flagged
+        CitedSource("F", frozenset({1}), True),  # wrong document, passed as supported
+    )
+    s = score_citations([AnsweredClaim(c, False, cites)])
+    assert s.citations_without_evidence == 3
+    assert s.flagged_without_evidence == pytest.approx(2 / 3)
+    assert s.to_dict()["flagged_without_evidence"] == pytest.approx(0.6667)
 
 
 def test_sentence_spans_tolerate_whitespace() -> None:
@@ -113,4 +128,7 @@ def test_cli_answers_by_hand(
     assert ex["sentence_recall"] == pytest.approx(2 / 3, abs=1e-4)
     assert ex["fallback_rate_out_of_scope"] == 1.0 and ex["out_of_scope_questions"] == 2
     assert ex["fallback_rate_in_scope"] == 0.0
+    # the two claims again with their evidence abstracts removed: nothing left answers them
+    assert ex["distractor_claims"] == 2 and ex["abstention_rate_distractor"] == 1.0
+    assert ex["citations_without_evidence"] == 0
     assert "| extractive | 2 | 2 | 1.000 | 1.000 | 1.000 | 0.667 |" in report.read_text()

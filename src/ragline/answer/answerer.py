@@ -15,8 +15,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from ragline.answer.citations import CitationTracker, EmbedTexts, SupportVerifier
-from ragline.answer.confidence import assess, fill_relevance, smalltalk_confidence
+from ragline.answer.confidence import (
+    LOW,
+    assess,
+    fill_relevance,
+    smalltalk_confidence,
+    with_evidence,
+)
 from ragline.answer.context import Context, CountTokens, build_context
+from ragline.answer.evidence import EvidenceWeights
 from ragline.answer.generators.base import (
     ROLES,
     GenerationError,
@@ -24,10 +31,19 @@ from ragline.answer.generators.base import (
     Generator,
     Message,
 )
-from ragline.answer.prompt import FALLBACK_ANSWER
+from ragline.answer.judging import judge_context
+from ragline.answer.prompt import FALLBACK_ANSWER, GENERATOR_DECLINED, RELATED_NOT_ANSWER
 from ragline.answer.smalltalk import smalltalk_reply
 from ragline.settings import Settings
-from ragline.types import Answer, Confidence, Filters, SearchResult, StreamEvent
+from ragline.types import (
+    Answer,
+    Citation,
+    Confidence,
+    Filters,
+    SearchResult,
+    Source,
+    StreamEvent,
+)
 
 if TYPE_CHECKING:
     from ragline.retrieve.retriever import SearchMode
@@ -114,6 +130,23 @@ def fallback_text(suggestions: list[str]) -> str:
     return f"{FALLBACK_ANSWER} The documents cover, for example: {'; '.join(suggestions)}."
 
 
+def related_text(reason: str, labels: list[str]) -> str:
+    """The fallback when passages were found but none answers: why, and what they are
+    (so the reader can look, knowing they are related, not an answer)."""
+    if not labels:
+        return FALLBACK_ANSWER
+    passages = "; ".join(dict.fromkeys(labels))
+    return f"{FALLBACK_ANSWER} {RELATED_NOT_ANSWER.format(reason=reason, passages=passages)}"
+
+
+def unsupported_sentences(text: str, citations: list[Citation]) -> list[str]:
+    """Claims (answer sentences) that carry citations, none of them supported."""
+    by_claim: dict[str, bool] = {}
+    for c in citations:
+        by_claim[c.claim] = by_claim.get(c.claim, False) or c.supported
+    return [claim for claim, ok in by_claim.items() if not ok and claim and claim in text]
+
+
 def is_fallback(text: str) -> bool:
     """True when a generator itself said the context does not hold the answer."""
     return FALLBACK_ANSWER.lower().rstrip(".") in " ".join(text.lower().split())
@@ -141,7 +174,17 @@ class Answerer:
         self.count_tokens = count_tokens
         self.suggest = suggest
         self.verifier = SupportVerifier(
-            embed, settings.citation_support_threshold, settings.citation_lexical_weight
+            embed,
+            settings.citation_support_threshold,
+            settings.citation_lexical_weight,
+            settings.citation_key_coverage,
+        )
+        self.evidence_weights = EvidenceWeights(
+            sentence_coverage=settings.evidence_sentence_weight,
+            passage_coverage=settings.evidence_passage_weight,
+            cosine=settings.evidence_cosine_weight,
+            threshold=settings.evidence_threshold,
+            claim_threshold=settings.evidence_claim_threshold,
         )
 
     def answer(
@@ -225,6 +268,35 @@ class Answerer:
 
         context = build_context(result.hits, self.count_tokens, s.max_context_tokens)
         t = _lap(timings, "context", t)
+        # The evidence check: a question about the selected text takes its words from
+        # the selection, so its own words are not the constraints to check.
+        if s.evidence_check and not selected:
+            ev = judge_context(q, context, self.verifier.embed, self.evidence_weights)
+            t = _lap(timings, "evidence", t)
+            best = ev.best_candidate()
+            block = context.block(best.block) if best is not None else None
+            confidence = with_evidence(
+                confidence,
+                ev.best,
+                ev.answers,
+                ev.reason(context),
+                f"[{block.number}] {block.label}" if block is not None else "",
+            )
+            if not ev.answers:
+                text = related_text(confidence.reason, [b.label for b in context.blocks])
+                yield StreamEvent("token", text=text)
+                _lap(timings, "total", t0)
+                answer = self._plain(
+                    q,
+                    text,
+                    confidence,
+                    timings,
+                    fallback=True,
+                    mode=result.mode,
+                    related=[b.source() for b in context.blocks],
+                )
+                yield StreamEvent("done", answer=answer)
+                return
         yield from self._generate(q, turns, selected, context, confidence, result, timings, t0, t)
 
     def _generate(
@@ -275,7 +347,12 @@ class Answerer:
             text, fallback = FALLBACK_ANSWER, True
             yield StreamEvent("token", text=text)
         elif is_fallback(text):
+            # The generator says the context does not answer: the answer is the
+            # fallback, with the passages as related and the confidence saying so.
             fallback = True
+            confidence = Confidence(confidence.score, LOW, GENERATOR_DECLINED)
+            text = related_text(GENERATOR_DECLINED, [b.label for b in context.blocks])
+            citations = []
         _lap(timings, "total", t0)
         answer = Answer(
             question=q,
@@ -292,6 +369,7 @@ class Answerer:
             usage=usage,
             timings_ms=timings,
             retrieval_mode=result.mode,
+            unsupported_sentences=unsupported_sentences(text, citations),
         )
         yield StreamEvent("done", answer=answer)
 
@@ -306,13 +384,15 @@ class Answerer:
         fallback: bool = False,
         suggestions: list[str] | None = None,
         mode: str = "",
+        related: list[Source] | None = None,
     ) -> Answer:
-        """An answer written without the generator (small talk, fallback)."""
+        """An answer written without the generator (small talk, fallback). ``related``:
+        passages found that do not answer (listed as sources, never cited)."""
         return Answer(
             question=q,
             text=text,
             citations=[],
-            sources=[],
+            sources=list(related or []),
             confidence=confidence,
             generator="none",
             model="",

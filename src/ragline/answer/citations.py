@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragline.answer.context import Context, ContextBlock
+from ragline.answer.evidence import (
+    TermWeights,
+    contradicted,
+    coverage,
+    question_constraints,
+    unmet,
+)
 from ragline.answer.sentences import CODE, MATH, OTHER, Segment, embed_key, segments
 from ragline.embed.base import Vectors
 from ragline.types import Citation
@@ -316,6 +323,28 @@ def support_score(cosine: float, overlap: float, lexical_weight: float) -> float
     return lexical_weight * overlap + (1.0 - lexical_weight) * max(cosine, 0.0)
 
 
+def key_content_gap(
+    claim: str, span: str, passage: str, weights: TermWeights, minimum: float
+) -> str:
+    """What of the claim's key content the cited span does not carry ("" when it
+    carries it): a year, quoted phrase or name absent from the span and its passage,
+    a number or year the span contradicts, or too small a share of the claim's key
+    terms (weighted by rarity in the passage) in the span itself and the passage's
+    first line (its label: title > section)."""
+    c = question_constraints(claim)
+    missing = unmet(c, span, passage)
+    if missing:
+        return "not in the source: " + ", ".join(missing[:3])
+    against = contradicted(claim, span)
+    if against:
+        return "the source states other figures than " + ", ".join(against[:3])
+    label = passage.split("\n", 1)[0]  # the title (and section) name the whole passage
+    share = coverage(c.terms, f"{span}\n{label}", weights)
+    if share < minimum:
+        return f"the source holds {share:.0%} of the sentence's key terms"
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Support:
     """The best-supporting sentence of a block for a claim."""
@@ -325,6 +354,7 @@ class Support:
     start: int  # span in block.text
     end: int
     supported: bool
+    gap: str = ""  # why the span does not carry the claim's key content
 
 
 def evidence_segments(text: str) -> list[Segment]:
@@ -339,10 +369,17 @@ def evidence_segments(text: str) -> list[Segment]:
 class SupportVerifier:
     """Decides whether a cited block supports a claim, and where."""
 
-    def __init__(self, embed: EmbedTexts, threshold: float, lexical_weight: float) -> None:
+    def __init__(
+        self,
+        embed: EmbedTexts,
+        threshold: float,
+        lexical_weight: float,
+        key_coverage: float = 0.0,
+    ) -> None:
         self.embed = embed
         self.threshold = threshold
         self.lexical_weight = lexical_weight
+        self.key_coverage = key_coverage
 
     def check(self, claim: str, block: ContextBlock) -> Support:
         segs = evidence_segments(block.text)
@@ -358,7 +395,15 @@ class SupportVerifier:
         ]
         i = int(np.argmax(scores))
         best = segs[i]
-        return Support(block, scores[i], best.start, best.end, scores[i] >= self.threshold)
+        gap = key_content_gap(
+            claim,
+            texts[i],
+            f"{block.label}\n{block.text}",
+            TermWeights.of(texts),
+            self.key_coverage,
+        )
+        ok = scores[i] >= self.threshold and not gap
+        return Support(block, scores[i], best.start, best.end, ok, gap)
 
     def best(self, claim: str, blocks: Sequence[ContextBlock]) -> Support:
         """The best support among ``blocks`` (a label shared by several blocks)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from ragline.answer.evidence import Evidence
 from ragline.embed.base import Vectors
 from ragline.types import Confidence, Hit
 
@@ -77,3 +78,33 @@ def fill_relevance(
 
 def smalltalk_confidence() -> Confidence:
     return Confidence(0.0, LOW, "small talk: nothing was retrieved")
+
+
+def with_evidence(
+    retrieval: Confidence,
+    best: Evidence | None,
+    answers: bool,
+    why_not: str,
+    label: str = "",
+) -> Confidence:
+    """Confidence from retrieval *and* evidence: a topical passage that does not
+    answer the question makes the level ``low`` (the fallback), whatever its cosine.
+
+    The score averages the top relevance and the best evidence score; the level is
+    ``high`` only when retrieval is high and the answering sentence holds every key
+    term of the question itself (not just its passage). ``label`` names the answering
+    block for the reason.
+    """
+    ev = best.score if best is not None else 0.0
+    score = round((retrieval.score + ev) / 2, 4)
+    if not answers or best is None:
+        return Confidence(score, LOW, why_not)
+    whole = best.sentence_coverage >= 1.0 - 1e-9
+    level = HIGH if retrieval.level == HIGH and whole else MEDIUM
+    where = f" in {label}" if label else ""
+    return Confidence(
+        score,
+        level,
+        f"{retrieval.reason}; a sentence{where} answers it (evidence {ev:.2f}, "
+        f"{best.sentence_coverage:.0%} of the key terms)",
+    )

@@ -13,8 +13,12 @@ sentences its supporting span covers, then compared with the gold evidence:
   sentence; recall = evidence sentences covered by some citation.
 
 Both are micro-averaged over the claims that have evidence (claims without any
-are counted, not scored). Out-of-scope questions measure the other duty: a
-question the corpus cannot answer must get the fallback answer.
+are counted, not scored); citations of a document without evidence are also
+counted with the share the answerer flagged unsupported. Out-of-scope questions
+measure the other duty: a question the corpus cannot answer must get the
+fallback answer; the *distractor* protocol (:mod:`ragline.eval.distractor`)
+asks each claim with evidence again with its evidence documents removed from the
+results, where the fallback is the right answer too.
 """
 
 from __future__ import annotations
@@ -180,6 +184,7 @@ class CitedSource:
 
     doc_id: str  # dataset document id ("" when the chunk is not a corpus document)
     sentences: frozenset[int]
+    supported: bool = True  # the answerer's verdict on the citation
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,12 +205,13 @@ def resolve_citations(
     for c in answer.citations:
         chunk = chunks.get(c.chunk_id)
         if chunk is None:
-            out.append(CitedSource("", frozenset()))
+            out.append(CitedSource("", frozenset(), c.supported))
             continue
         doc = doc_of.get(chunk.doc_id, "")
         start = chunk.start_char + c.support_start
         end = chunk.start_char + c.support_end
-        out.append(CitedSource(doc, frozenset(covered(spans.get(doc, ()), start, end))))
+        sents = frozenset(covered(spans.get(doc, ()), start, end))
+        out.append(CitedSource(doc, sents, c.supported))
     return tuple(out)
 
 
@@ -221,6 +227,8 @@ class CitationScores:
     doc_recall: float = 0.0
     sentence_precision: float = 0.0
     sentence_recall: float = 0.0
+    citations_without_evidence: int = 0  # citations of a document with no evidence
+    flagged_without_evidence: float = 0.0  # share of those marked unsupported
     extra: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,6 +241,8 @@ class CitationScores:
             "doc_recall": round(self.doc_recall, 4),
             "sentence_precision": round(self.sentence_precision, 4),
             "sentence_recall": round(self.sentence_recall, 4),
+            "citations_without_evidence": self.citations_without_evidence,
+            "flagged_without_evidence": round(self.flagged_without_evidence, 4),
             **{k: round(v, 4) for k, v in self.extra.items()},
         }
 
@@ -248,7 +258,7 @@ def score_citations(answers: Iterable[AnsweredClaim]) -> CitationScores:
     sentence of its document for the claim; an evidence sentence is recalled
     when any citation's span covers it."""
     s = CitationScores()
-    cites = doc_hits = sent_hits = 0
+    cites = doc_hits = sent_hits = wrong = wrong_flagged = 0
     gold_docs = docs_found = gold_sents = sents_found = 0
     for a in answers:
         ev = a.claim.evidence
@@ -261,6 +271,9 @@ def score_citations(answers: Iterable[AnsweredClaim]) -> CitationScores:
         cited_sents: set[tuple[str, int]] = set()
         for c in a.citations:
             cites += 1
+            if c.doc_id not in ev:
+                wrong += 1
+                wrong_flagged += not c.supported
             if c.doc_id in ev:
                 doc_hits += 1
                 cited_docs.add(c.doc_id)
@@ -276,6 +289,8 @@ def score_citations(answers: Iterable[AnsweredClaim]) -> CitationScores:
     s.doc_recall = _ratio(docs_found, gold_docs)
     s.sentence_precision = _ratio(sent_hits, cites)
     s.sentence_recall = _ratio(sents_found, gold_sents)
+    s.citations_without_evidence = wrong
+    s.flagged_without_evidence = _ratio(wrong_flagged, wrong)
     return s
 
 
@@ -289,6 +304,8 @@ class GeneratorAnswers:
     out_of_scope: int
     fallback_in_scope: float  # claims with evidence that got the fallback (should be low)
     latency_ms: dict[str, float]
+    distractor_claims: int = 0  # claims asked again with their evidence documents removed
+    abstention_distractor: float = 0.0  # share of those that got the fallback (should be high)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -297,6 +314,8 @@ class GeneratorAnswers:
             "out_of_scope_questions": self.out_of_scope,
             "fallback_rate_out_of_scope": round(self.fallback_out_of_scope, 4),
             "fallback_rate_in_scope": round(self.fallback_in_scope, 4),
+            "distractor_claims": self.distractor_claims,
+            "abstention_rate_distractor": round(self.abstention_distractor, 4),
             "latency_ms": {k: round(v, 2) for k, v in self.latency_ms.items()},
         }
 

@@ -15,8 +15,10 @@ from ragline.eval.answers import (
     score_citations,
     sentence_spans,
 )
+from ragline.eval.distractor import without
 from ragline.eval.index import EvalIndex
 from ragline.eval.runs import percentiles
+from ragline.types import Hit
 
 #: progress(done, total, label)
 AnswerProgress = Callable[[int, int, str], None]
@@ -35,9 +37,12 @@ def run_answers(
     index: EvalIndex,
     *,
     progress: AnswerProgress | None = None,
+    distractor: bool = True,
 ) -> list[GeneratorAnswers]:
     """Scores per generator. ``bodies`` holds the indexed text of each document (the
-    text the chunks' offsets refer to), to locate the abstract sentences in it."""
+    text the chunks' offsets refer to), to locate the abstract sentences in it. With
+    ``distractor``, every claim with evidence is asked once more with its evidence
+    documents removed from the results (the fallback is then the right answer)."""
     spans = {
         doc: sentence_spans(bodies[doc], sents)
         for doc, sents in data.sentences.items()
@@ -55,7 +60,8 @@ def run_answers(
                 store=base.store,
             )
         )
-        total = len(claims) + len(questions)
+        scored_claims = [c for c in claims if c.evidence] if distractor else []
+        total = len(claims) + len(questions) + len(scored_claims)
         answered: list[AnsweredClaim] = []
         latencies: list[float] = []
         done = 0
@@ -74,6 +80,23 @@ def run_answers(
             done += 1
             if progress:
                 progress(done, total, name)
+        abstained = 0
+        answerer = rag.answerer
+        search = answerer.search
+        try:
+            for claim in scored_claims:
+                gold = set(claim.evidence)
+
+                def drop(h: Hit, gold: set[str] = gold) -> bool:
+                    return index.doc_of.get(h.chunk.doc_id, "") in gold
+
+                answerer.search = without(search, drop, rag.settings.retrieval_top_k)
+                abstained += rag.ask(claim.text).fallback
+                done += 1
+                if progress:
+                    progress(done, total, f"{name} distractor")
+        finally:
+            answerer.search = search
         scored = [a for a in answered if a.claim.evidence]
         results.append(
             GeneratorAnswers(
@@ -85,6 +108,8 @@ def run_answers(
                     sum(a.fallback for a in scored) / len(scored) if scored else 0.0
                 ),
                 latency_ms=percentiles(latencies),
+                distractor_claims=len(scored_claims),
+                abstention_distractor=abstained / len(scored_claims) if scored_claims else 0.0,
             )
         )
         if rag is not base:

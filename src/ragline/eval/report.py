@@ -49,6 +49,8 @@ def answers_table(report: AnswersReport, width: int) -> RenderableType:
         "sentence R",
         "fallback out-of-scope",
         "fallback in-scope",
+        "abstention distractor",
+        "wrong-doc citations flagged",
         "p50 ms",
     ]
     rows = []
@@ -65,6 +67,8 @@ def answers_table(report: AnswersReport, width: int) -> RenderableType:
                 f"{s.sentence_recall:.3f}",
                 f"{r.fallback_out_of_scope:.3f} of {r.out_of_scope}",
                 f"{r.fallback_in_scope:.3f}",
+                f"{r.abstention_distractor:.3f} of {r.distractor_claims}",
+                f"{s.flagged_without_evidence:.3f} of {s.citations_without_evidence}",
                 f"{r.latency_ms['p50']:.0f}",
             ]
         )
@@ -120,11 +124,15 @@ def answers_markdown(report: AnswersReport, command: str) -> str:
         "document level (the cited abstract holds evidence) and sentence level (the "
         "citation's supporting span covers an evidence sentence). Fallback rates: share "
         "of out-of-scope questions that got the fallback answer (should be 1), and of "
-        "claims with evidence that did (should be 0).",
+        "claims with evidence that did (should be 0). Distractor: the claims with evidence "
+        "asked again with their evidence documents removed from the results; abstention = "
+        "share that got the fallback (should be 1). Wrong-doc citations flagged: share of "
+        "the citations of a document without evidence marked unsupported.",
         "",
         "| generator | claims scored | citations | doc P | doc R | sentence P | sentence R "
-        "| fallback out-of-scope | fallback in-scope | p50 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| fallback out-of-scope | fallback in-scope | abstention distractor "
+        "| wrong-doc citations flagged | p50 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report.results:
         s = r.scores
@@ -132,6 +140,8 @@ def answers_markdown(report: AnswersReport, command: str) -> str:
             f"| {r.generator} | {s.claims} | {s.citations} | {s.doc_precision:.3f} "
             f"| {s.doc_recall:.3f} | {s.sentence_precision:.3f} | {s.sentence_recall:.3f} "
             f"| {r.fallback_out_of_scope:.3f} ({r.out_of_scope}) | {r.fallback_in_scope:.3f} "
+            f"| {r.abstention_distractor:.3f} ({r.distractor_claims}) "
+            f"| {s.flagged_without_evidence:.3f} ({s.citations_without_evidence}) "
             f"| {r.latency_ms['p50']:.0f} |"
         )
     settings = ", ".join(f"`{k}={v}`" for k, v in report.settings.items())

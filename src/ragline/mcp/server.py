@@ -21,8 +21,8 @@ from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline
 from ragline.mcp.tools import ask_payload, chunk_payload, document_payload, search_payload
 from ragline.serve.validation import RequestProblem, check_range, clean_field
-from ragline.store.base import CandidateStore, StoreError
-from ragline.types import Answer, Chunk, DocumentRecord, SearchResult
+from ragline.store.base import StoreError
+from ragline.types import Answer, DocumentRecord, SearchResult
 
 INSTRUCTIONS = (
     "ragline answers questions from an indexed document collection. Use `ask` for a "
@@ -170,24 +170,14 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
         return result
 
     @server.tool()
-    async def get_chunk(chunk_id: str, ctx: Context, doc_id: str = "") -> dict[str, Any]:
-        """A passage's full text and where it sits (document, section, offsets, page).
-        ``doc_id`` (from a search hit) is needed only by stores that cannot look a chunk
-        up by id alone."""
+    async def get_chunk(chunk_id: str, ctx: Context) -> dict[str, Any]:
+        """A passage's full text and where it sits (document, section, offsets, page)."""
         tenant = backend.tenant(ctx)
 
         def go() -> dict[str, Any]:
             cid = chunk_id.strip()
-            found: Chunk | None = None
-            store = rag.store
-            if isinstance(store, CandidateStore):
-                found = store.chunks_for([cid]).get(cid)
-            elif doc_id:
-                rec = owned(tenant, doc_id.strip())
-                by_index = store.chunks_by_index(rec.doc_id, range(rec.chunk_count))
-                found = next((c for c in by_index if c.id == cid), None)
-            else:
-                raise RequestProblem("this store looks chunks up by document: pass doc_id")
+            pair = rag.store.chunks_with_vectors([cid]).get(cid)
+            found = pair[0] if pair else None
             if found is None or found.tenant != tenant:
                 raise RequestProblem(f"chunk_id {chunk_id!r}: no such chunk", field="chunk_id")
             return chunk_payload(found)

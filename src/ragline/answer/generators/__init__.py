@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ragline.answer.citations import EmbedTexts
+from ragline.answer.evidence import EvidenceWeights
 from ragline.answer.generators.base import (
     Delta,
     GenerationError,
@@ -53,4 +54,17 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
             max_blocks=settings.local_max_blocks,
             constrain_citations=settings.local_constrain_citations,
         )
-    return ExtractiveGenerator(embed, max_sentences=settings.extractive_max_sentences)
+    evidence = (
+        EvidenceWeights(
+            sentence_coverage=settings.evidence_sentence_weight,
+            passage_coverage=settings.evidence_passage_weight,
+            cosine=settings.evidence_cosine_weight,
+            threshold=settings.evidence_threshold,
+            claim_threshold=settings.evidence_claim_threshold,
+        )
+        if settings.evidence_check
+        else None
+    )
+    return ExtractiveGenerator(
+        embed, max_sentences=settings.extractive_max_sentences, evidence=evidence
+    )

@@ -2,123 +2,28 @@
 
 No model writes anything, so the answer cannot say what the documents do not:
 each sentence is copied (cleaned of Markdown roles) from a context block and
-cited with that block's number. Sentences are chosen by embedding similarity to
-the question plus word overlap, with maximal-marginal-relevance to avoid saying
-the same thing twice (chunk overlap repeats sentences verbatim), and are put
-back in context order so the answer reads in the order of the sources.
-All candidate sentences are embedded in one batch (and cached for the
-citation check that follows).
+cited with that block's number. With the evidence check (the default), the
+answer leads with the sentence that answers the question best
+(:mod:`ragline.answer.evidence`) and adds only sentences that pass the same
+check, chosen by maximal marginal relevance (chunk overlap repeats sentences
+verbatim) and put in context order after the lead: no topical padding. Without
+it (or when no sentence passes, for a generator used on its own), sentences are
+chosen by embedding similarity plus word overlap and block relevance, in
+context order. All candidate sentences are embedded in one batch (and cached
+for the citation check that follows).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from ragline.answer.candidates import Candidate, candidates
 from ragline.answer.citations import EmbedTexts, lexical_overlap
-from ragline.answer.context import Context
+from ragline.answer.evidence import EvidenceWeights
 from ragline.answer.generators.base import Delta, GenerationRequest
-from ragline.answer.sentences import MATH, PROSE, TABLE, Segment, clean_sentence, segments
-
-_MATH = re.compile(r"\$[^$]*\$")
-_SEPARATOR_CELL = re.compile(r":?-{3,}:?")
-_EXERCISES = re.compile(r"^\s*(exercises?|problems?|questions?|quiz)\s*$", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A context sentence that could go into the answer."""
-
-    block: int  # context block number
-    start: int  # span in the block text (reading order)
-    text: str  # cleaned for display
-
-
-def is_answer_sentence(text: str) -> bool:
-    """Prose that reads on its own: 5–60 words, starts like a sentence (not a chunk
-    cut mid-sentence), ends like a statement (not a question, not a lead-in to code
-    or a formula), and is mostly words rather than maths."""
-    words = text.split()
-    if not 5 <= len(words) <= 60:
-        return False
-    first = text.lstrip("*_\"'“(")[:1]
-    if not first or first.islower() or not text.rstrip("*_\"'”’)").endswith((".", "!")):
-        return False
-    prose = _MATH.sub("", text)
-    letters = sum(ch.isalpha() for ch in prose)
-    return letters >= 0.5 * len(text) and len(prose.split()) >= 4
-
-
-def candidates(context: Context) -> list[Candidate]:
-    """Answer-worthy sentences of every block, in context order, duplicates removed.
-
-    Exercise sections are skipped: their sentences are tasks, not answers. A
-    sentence that runs on into a displayed formula after a comma ("… converges
-    irrespective of the initialization $V_0$," then ``$$…$$``) is complete
-    before the formula, so it is kept, ending with a full stop.
-    """
-    out: list[Candidate] = []
-    seen: set[str] = set()
-    for block in context.blocks:
-        if _EXERCISES.match(block.hit.chunk.section):
-            continue
-        segs = segments(block.text)
-        if not any(seg.kind == PROSE for seg in segs):  # a table alone: a sheet, a CSV
-            for start, text in table_row_sentences(block.text, segs):
-                if text.lower() not in seen:
-                    seen.add(text.lower())
-                    out.append(Candidate(block.number, start, text))
-            continue
-        for i, seg in enumerate(segs):
-            if seg.kind != PROSE:
-                continue
-            text = clean_sentence(block.text[seg.start : seg.end])
-            if text.endswith(",") and i + 1 < len(segs) and segs[i + 1].kind == MATH:
-                text = text[:-1] + "."
-            key = text.lower()
-            if key in seen or not is_answer_sentence(text):
-                continue
-            seen.add(key)
-            out.append(Candidate(block.number, seg.start, text))
-    return out
-
-
-def table_row_sentences(text: str, segs: Sequence[Segment]) -> list[tuple[int, str]]:
-    """Each body row of the pipe tables in ``segs`` as a sentence naming its columns
-    ("Supplier: Fjordline Metals; Country: Norway; Lead time (days): 21."), with the
-    row's offset: a spreadsheet's answer is a row, and a row means little without
-    its header. Rows with fewer than two filled cells or over 60 words are skipped."""
-    out: list[tuple[int, str]] = []
-    header: list[str] = []
-    in_table = False
-    for seg in segs:
-        if seg.kind != TABLE:
-            in_table = False
-            continue
-        cells = _cells(text[seg.start : seg.end])
-        if not in_table:
-            header, in_table = cells, True
-            continue
-        if all(_SEPARATOR_CELL.fullmatch(c) for c in cells):
-            continue
-        pairs = [
-            f"{name}: {value}" if name else value
-            for name, value in zip(header + [""] * len(cells), cells, strict=False)
-            if value
-        ]
-        sentence = "; ".join(pairs) + "."
-        if len(pairs) >= 2 and len(sentence.split()) <= 60:
-            out.append((seg.start, sentence[:1].upper() + sentence[1:]))
-    return out
-
-
-def _cells(line: str) -> list[str]:
-    """The cells of one pipe-table line (``\\|`` is a literal bar)."""
-    inner = line.strip().removeprefix("|").removesuffix("|")
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
+from ragline.answer.judging import judge_context
 
 
 def select_sentences(
@@ -176,6 +81,7 @@ class ExtractiveGenerator:
         max_sentences: int = 3,
         lexical_weight: float = 0.3,
         block_weight: float = 0.6,
+        evidence: EvidenceWeights | None = None,
     ) -> None:
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
@@ -183,6 +89,7 @@ class ExtractiveGenerator:
         self.max_sentences = max_sentences
         self.lexical_weight = lexical_weight
         self.block_weight = block_weight
+        self.evidence = evidence
 
     @property
     def name(self) -> str:
@@ -193,7 +100,37 @@ class ExtractiveGenerator:
         return ""
 
     def compose(self, request: GenerationRequest) -> list[Candidate]:
-        """The chosen sentences, in reading order."""
+        """The chosen sentences: the answering one first, the rest in reading order."""
+        if self.evidence is not None and not request.selected_text:
+            led = self._evidence_led(request, self.evidence)
+            if led:
+                return led
+        return self._by_relevance(request)
+
+    def _evidence_led(
+        self, request: GenerationRequest, weights: EvidenceWeights
+    ) -> list[Candidate]:
+        """Only sentences that pass the evidence check; the best one leads."""
+        ev = judge_context(request.question, request.context, self.embed, weights)
+        passing = [e for e in ev.judged if e.answers]
+        if not passing:
+            return []
+        # Among answering sentences, the retriever's view of their block still counts:
+        # it knows the section (title, headings) that a lone sentence does not show.
+        b = self.block_weight
+        block_rel = {blk.number: blk.hit.vector_score or 0.0 for blk in request.context.blocks}
+        rel = [(1 - b) * e.score + b * block_rel[ev.candidates[e.index].block] for e in passing]
+        lead = passing[max(range(len(passing)), key=lambda i: rel[i])]
+        texts = [ev.candidates[e.index].text for e in passing]
+        vecs = self.embed(texts)
+        picked = select_sentences(rel, vecs @ vecs.T, max_sentences=self.max_sentences)
+        rest = sorted(
+            (ev.candidates[passing[i].index] for i in picked if passing[i] is not lead),
+            key=lambda c: (c.block, c.start),
+        )
+        return [ev.candidates[lead.index], *rest]
+
+    def _by_relevance(self, request: GenerationRequest) -> list[Candidate]:
         found = candidates(request.context)
         if not found:
             return []
