@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragline.errors import FaultError
 from ragline.settings import Settings
 from ragline.types import Answer
 
@@ -49,7 +50,7 @@ SALT_FILE = "querylog.salt"
 PRUNE_EVERY_S = 3600.0
 
 
-class QueryLogError(RuntimeError):
+class QueryLogError(FaultError):
     """The query log cannot be configured or read (writes never raise this)."""
 
 

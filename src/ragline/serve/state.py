@@ -18,6 +18,7 @@ Thread safety of the shared engine (one :class:`~ragline.engine.Ragline` per pro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import uuid
@@ -143,6 +144,8 @@ class ServeState:
         self.generate_lock = threading.Lock() if rag.settings.generator == "local" else None
         self.ready = False
         self.ready_error = ""
+        #: The warm-up running in a worker thread (set by the app's lifespan).
+        self.warm_task: asyncio.Task[None] | None = None
 
     def warm(self) -> None:
         """Build the engine's parts once (model, store, answerer) and check the model:

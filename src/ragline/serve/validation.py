@@ -14,13 +14,15 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from ragline.errors import InputError
+
 #: Elements whose content is never text a person typed.
 _DROPPED = frozenset({"script", "style", "template", "noscript"})
 #: Control characters other than whitespace (they collapse anyway).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-class RequestProblem(ValueError):
+class RequestProblem(InputError, ValueError):
     """A request the API refuses: the HTTP status, a short code and the field at fault."""
 
     def __init__(

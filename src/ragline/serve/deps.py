@@ -1,0 +1,64 @@
+"""FastAPI dependencies shared by the routers: the app's :class:`ServeState`, the
+caller the middleware identified, the wait for the engine warm-up, and the end of a
+query-log row."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from ragline.serve.middleware import CALLER_KEY, client_ip
+from ragline.serve.querylog import QueryLogRow
+from ragline.serve.state import Caller, ServeState
+from ragline.serve.validation import RequestProblem
+from ragline.types import Answer
+
+
+def get_state(request: Request) -> ServeState:
+    """The state of the app serving this request (set by ``create_app``)."""
+    state: ServeState = request.app.state.serve
+    return state
+
+
+def current_caller(request: Request) -> Caller:
+    """The caller the middleware identified (the default tenant on other paths)."""
+    found = request.scope.get(CALLER_KEY)
+    if isinstance(found, Caller):
+        return found
+    return Caller(tenant=get_state(request).settings.tenant, ip=client_ip(request.scope))
+
+
+StateDep = Annotated[ServeState, Depends(get_state)]
+CallerDep = Annotated[Caller, Depends(current_caller)]
+
+
+async def wait_ready(state: ServeState) -> None:
+    """Wait for the engine warm-up; 503 when it failed. Called by handlers after their
+    input checks, so a bad request is a 400 even while the server starts."""
+    if state.ready:
+        return
+    task = state.warm_task
+    if task is None:
+        raise RequestProblem("the server is starting", status_code=503)
+    with contextlib.suppress(Exception):
+        await asyncio.shield(task)
+    if not state.ready:
+        raise RequestProblem(
+            f"the index is not available: {state.ready_error or 'starting'}", status_code=503
+        )
+
+
+async def finish_row(
+    state: ServeState, row: QueryLogRow, status: int, error: str | None, answer: Answer | None
+) -> None:
+    """Complete and write a query-log row (the write never raises)."""
+    row.status_code = status
+    if error:
+        row.error = error[:500]
+    if answer is not None:
+        row.record_answer(answer)
+    await run_in_threadpool(state.log_row, row)

@@ -1,0 +1,103 @@
+"""The one error shape of the API, ``{"error", "message", "status_code"[, "field"]}``,
+and the exception handlers that give it to every error (FastAPI's 422 becomes a 400
+naming the field; no body ever carries a traceback or an internal message)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ragline.serve import schemas as s
+from ragline.serve.state import log
+from ragline.serve.validation import RequestProblem
+from ragline.store.base import StoreError
+
+ERROR_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "unavailable",
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorBody, "description": ERROR_CODES[code].replace("_", " ")}
+    for code in (400, 401, 413, 429, 500, 503)
+}
+#: The error responses of a route that looks something up by id.
+LOOKUP_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    404: {"model": s.ErrorBody, "description": "not found"},
+}
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    code: str = "",
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> JSONResponse:
+    """The one error shape of the API (``extra`` adds fields, e.g. ``retry_after``)."""
+    body: dict[str, Any] = {
+        "error": code or ERROR_CODES.get(status, "error"),
+        "message": message,
+        "status_code": status,
+    }
+    if field:
+        body["field"] = field
+    if extra:
+        body.update(extra)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def engine_error(exc: Exception) -> RequestProblem:
+    """The response for an error the engine raised: a store fault is a 503, anything
+    else (a ValueError about the question) a 400."""
+    if isinstance(exc, RequestProblem):
+        return exc
+    if isinstance(exc, StoreError):
+        log.error("store error: %s", exc)
+        return RequestProblem(f"the index is not available: {exc}", status_code=503)
+    return RequestProblem(str(exc), field="question")
+
+
+async def _problem(_r: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestProblem)
+    return error_response(exc.status_code, exc.message, code=exc.code, field=exc.field or None)
+
+
+async def _invalid(_r: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    field = ".".join(loc)
+    msg = str(first.get("msg", "invalid request"))
+    if first.get("type") == "json_invalid":
+        return error_response(400, "the request body is not valid JSON", code="invalid_json")
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return error_response(400, f"{field or 'request'}: {msg}{more}", field=field or None)
+
+
+async def _http(_r: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    message = str(exc.detail) if exc.detail else ERROR_CODES.get(exc.status_code, "error")
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        message = "no such endpoint"
+    return error_response(exc.status_code, message, headers=dict(exc.headers or {}))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestProblem, _problem)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(StarletteHTTPException, _http)
