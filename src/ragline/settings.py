@@ -273,7 +273,11 @@ class Settings(BaseSettings):
 
     # --- serving: rate limit, query log, API keys --------------------------------------
     rate_limit_per_minute: int = Field(
-        10, ge=0, le=1_000_000, description="Requests per client IP per minute; 0 = no limit."
+        10,
+        ge=0,
+        le=1_000_000,
+        description="Requests per client IP per minute; 0 = no limit.",
+        validation_alias=_env("RATE_LIMIT_PER_MINUTE"),
     )
     rate_limit_backend: str = Field(
         "memory",

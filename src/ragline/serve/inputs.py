@@ -22,10 +22,10 @@ def clean_question(value: str, field: str, settings: Settings) -> str:
     )
 
 
-def clean_context(value: str | None, settings: Settings) -> str | None:
+def clean_context(value: str | None, settings: Settings, field: str = "context") -> str | None:
     if value is None:
         return None
-    text = clean_field(value, "context", min_chars=0, max_chars=settings.max_selected_text_chars)
+    text = clean_field(value, field, min_chars=0, max_chars=settings.max_selected_text_chars)
     return text or None
 
 

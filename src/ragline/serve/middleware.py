@@ -140,6 +140,7 @@ class ServeMiddleware:
                     429,
                     f"rate limit of {decision.limit} requests per minute reached; "
                     f"retry in {wait} s",
+                    extra={"retry_after": int(wait)},
                     headers={
                         "Retry-After": wait,
                         "RateLimit-Limit": str(decision.limit),

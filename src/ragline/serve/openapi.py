@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from ragline.serve.schemas import QUESTION_FIELDS
 from ragline.settings import Settings
 
 
@@ -31,23 +32,21 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
             "minLength": settings.min_question_chars,
             "maxLength": settings.max_question_chars,
         }
-        for model, fields in {
-            "QueryRequest": {"question": q_limits},
-            "SearchRequest": {"query": q_limits},
-        }.items():
-            props = schemas.get(model, {}).get("properties", {})
-            for field, limits in fields.items():
-                props.get(field, {}).update(limits)
+        props = schemas.get("SearchRequest", {}).get("properties", {})
+        props.get("query", {}).update(q_limits)
+        query_props = schemas.get("QueryRequest", {}).get("properties", {})
+        for name in QUESTION_FIELDS:  # a string when given (the anyOf says one must be)
+            if name in query_props:
+                described = query_props[name].get("description", "")
+                query_props[name] = {"type": "string", "description": described, **q_limits}
         for model in ("QueryRequest", "SearchRequest"):
             props = schemas.get(model, {}).get("properties", {})
             _limit_optional(
                 props.get("max_results"), {"minimum": 1, "maximum": settings.max_results_limit}
             )
             _limit_optional(props.get("filters"), {"maxProperties": settings.max_filters})
-        _limit_optional(
-            schemas.get("QueryRequest", {}).get("properties", {}).get("context"),
-            {"maxLength": settings.max_selected_text_chars},
-        )
+        for name in ("context", "selected_text"):
+            _limit_optional(query_props.get(name), {"maxLength": settings.max_selected_text_chars})
         app.openapi_schema = doc
         return doc
 

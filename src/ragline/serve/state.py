@@ -78,6 +78,11 @@ class AnswerRun:
         self._result = self._state.rag.search(query, **options)
         return self._result
 
+    @property
+    def retrieved(self) -> int:
+        """How many chunks the retrieval returned (0 before it ran, or for a greeting)."""
+        return len(self._result.hits) if self._result is not None else 0
+
     def source(self, number: int) -> Source | None:
         """The context block ``[number]`` as a Source (the answer's own list, once done)."""
         if self._sources is None:

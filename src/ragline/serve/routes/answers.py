@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -19,9 +19,11 @@ from ragline.serve.deps import CallerDep, StateDep, finish_row, wait_ready
 from ragline.serve.errors import LOOKUP_RESPONSES, engine_error
 from ragline.serve.inputs import clean_context, clean_question, search_options
 from ragline.serve.querylog import QueryLogRow
+from ragline.serve.shapes import answer_body, citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, Caller, ServeState, log, new_query_id
 from ragline.serve.validation import RequestProblem
+from ragline.settings import Settings
 from ragline.store.base import StoreError
 from ragline.types import Answer
 
@@ -38,21 +40,16 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
 }
 
 
-def total_tokens(answer: Answer, count: Callable[[str], int]) -> int:
-    """Tokens the answer cost: the generator's count when it reports one, else (the
-    extractive generator) the context read plus the answer written."""
-    reported = answer.usage.get("total_tokens")
-    if reported:
-        return int(reported)
-    return int(answer.usage.get("context_tokens", 0)) + (count(answer.text) if answer.text else 0)
-
-
-def answer_body(
-    answer: Answer, query_id: str, conversation_id: str | None, tokens: int
-) -> dict[str, Any]:
-    body = answer.to_dict()
-    body["metadata"].update(query_id=query_id, conversation_id=conversation_id, total_tokens=tokens)
-    return body
+def question_and_context(body: s.QueryRequest, settings: Settings) -> tuple[str, str | None]:
+    """The cleaned question and selected text, from ragline's fields or a seed's aliases."""
+    field, raw = body.question_field()
+    if raw is None:
+        raise RequestProblem(
+            "question: Field required (or its alias message or query)", field="question"
+        )
+    question = clean_question(raw, field, settings)
+    context_field, context_raw = body.context_text()
+    return question, clean_context(context_raw, settings, context_field)
 
 
 async def history_of(
@@ -97,8 +94,7 @@ async def remember(
 )
 async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[str, Any]:
     settings = state.settings
-    question = clean_question(body.question, "question", settings)
-    context = clean_context(body.context, settings)
+    question, context = question_and_context(body, settings)
     options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
     await wait_ready(state)
     conversation_id, history = await history_of(state, who.tenant, body.conversation_id)
@@ -115,8 +111,10 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
         await finish_row(state, row, 500, f"{type(exc).__name__}: {exc}", None)
         raise
     state.metrics.observe_answer("/api/query", answer)
-    tokens = total_tokens(answer, run.answerer.count_tokens)
-    out = answer_body(answer, query_id, conversation_id, tokens)
+    out = answer_body(
+        answer, query_id, conversation_id, run.answerer.count_tokens,
+        retrieved=run.retrieved, session_id=body.session_id,
+    )  # fmt: skip
     if conversation_id is not None:
         await remember(state, who.tenant, conversation_id, question, answer, query_id, out)
     await finish_row(state, row, 200, None, answer)
@@ -137,8 +135,7 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
 )
 async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> StreamingResponse:
     settings = state.settings
-    question = clean_question(body.question, "question", settings)
-    context = clean_context(body.context, settings)
+    question, context = question_and_context(body, settings)
     options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
     await wait_ready(state)
     conversation_id, history = await history_of(state, who.tenant, body.conversation_id)
@@ -150,7 +147,19 @@ async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> Streami
     run = AnswerRun(state, who.tenant)
     cid: str = conversation_id
     return StreamingResponse(
-        chat_events(state, run, question, history, context, options, who, cid, query_id, row),
+        chat_events(
+            state,
+            run,
+            question,
+            history,
+            context,
+            options,
+            who,
+            cid,
+            query_id,
+            row,
+            body.session_id,
+        ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -167,6 +176,7 @@ async def chat_events(
     conversation_id: str,
     query_id: str,
     row: QueryLogRow,
+    session_id: str | None = None,
 ) -> AsyncIterator[bytes]:
     started = time.perf_counter()
     answer: Answer | None = None
@@ -179,11 +189,12 @@ async def chat_events(
             if failed and event.type != "done":
                 continue
             if event.type == "token":
-                yield format_event("token", {"text": event.text})
+                # "token" is seed 002's name for the text; "text" is ragline's.
+                yield format_event("token", {"text": event.text, "token": event.text})
             elif event.type == "citation" and event.citation is not None:
-                data = event.citation.to_dict()
                 src = run.source(event.citation.number)
-                data["source"] = src.to_dict() if src is not None else None
+                data = citation_out(event.citation, src)
+                data["source"] = source_out(src) if src is not None else None
                 yield format_event("citation", data)
             elif event.type == "error":
                 failed, status, error = True, 502, event.error
@@ -194,8 +205,11 @@ async def chat_events(
             elif event.type == "done" and event.answer is not None:
                 answer = event.answer
                 state.metrics.observe_answer("/api/chat", answer)
-                tokens = total_tokens(answer, run.answerer.count_tokens)
-                body = answer_body(answer, query_id, conversation_id, tokens)
+                body = answer_body(
+                    answer, query_id, conversation_id, run.answerer.count_tokens,
+                    retrieved=run.retrieved, session_id=session_id,
+                )  # fmt: skip
+                tokens = usage_of(answer, run.answerer.count_tokens)["total_tokens"]
                 message_id = await remember(
                     state, who.tenant, conversation_id, question, answer, query_id, body
                 )

@@ -11,7 +11,7 @@ on the final chunk of a stream.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -24,6 +24,7 @@ from ragline.serve import schemas as s
 from ragline.serve.deps import CallerDep, StateDep, finish_row, wait_ready
 from ragline.serve.errors import ERROR_RESPONSES
 from ragline.serve.querylog import QueryLogRow
+from ragline.serve.shapes import citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, ServeState, log, new_query_id
 from ragline.serve.validation import MARKUP_FACTOR, RequestProblem, clean_field, clean_text
@@ -78,26 +79,14 @@ def split_messages(
 
 def cited(answer: Answer) -> list[dict[str, Any]]:
     """Each citation with the numbered source it points at (``source`` is the Source)."""
-    by_number = {src.number: src.to_dict() for src in answer.sources}
+    by_number = {src.number: src for src in answer.sources}
     out = []
     for c in answer.citations:
-        d = c.to_dict()
-        d["source"] = by_number.get(c.number)
+        src = by_number.get(c.number)
+        d = citation_out(c, src)
+        d["source"] = source_out(src) if src is not None else None
         out.append(d)
     return out
-
-
-def usage_of(answer: Answer, count: Callable[[str], int]) -> dict[str, int]:
-    """OpenAI's usage block; for the extractive generator, the context read (prompt)
-    and the answer written (completion), counted with the engine's tokenizer."""
-    u = answer.usage
-    prompt = int(u.get("prompt_tokens") or u.get("context_tokens", 0))
-    completion = int(u.get("completion_tokens") or (count(answer.text) if answer.text else 0))
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": int(u.get("total_tokens") or prompt + completion),
-    }
 
 
 router = APIRouter(tags=["openai"])
@@ -191,7 +180,7 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
             ],
             "usage": usage_of(answer, run.answerer.count_tokens),
             "citations": cited(answer),
-            "sources": [src.to_dict() for src in answer.sources],
+            "sources": [source_out(src) for src in answer.sources],
         }
     )
 
@@ -245,7 +234,7 @@ async def stream_chunks(
                 {},
                 "stop",
                 citations=cited(answer),
-                sources=[src.to_dict() for src in answer.sources],
+                sources=[source_out(src) for src in answer.sources],
             )
             if include_usage:
                 yield format_event(
