@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -13,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ragline.serve.middleware import CALLER_KEY, client_ip
 from ragline.serve.querylog import QueryLogRow
+from ragline.serve.requestlog import mark_logged
 from ragline.serve.state import Caller, ServeState
 from ragline.serve.validation import RequestProblem
 from ragline.types import Answer
@@ -52,13 +54,26 @@ async def wait_ready(state: ServeState) -> None:
         )
 
 
+def elapsed_ms(row: QueryLogRow) -> float:
+    """Milliseconds since the row was started."""
+    started = datetime.fromisoformat(row.created_at)
+    return (datetime.now(UTC) - started).total_seconds() * 1000.0
+
+
 async def finish_row(
-    state: ServeState, row: QueryLogRow, status: int, error: str | None, answer: Answer | None
+    state: ServeState,
+    row: QueryLogRow,
+    status: int,
+    error: str | None,
+    answer: Answer | None,
+    *,
+    tokens: int | None = None,
 ) -> None:
-    """Complete and write a query-log row (the write never raises)."""
-    row.status_code = status
-    if error:
-        row.error = error[:500]
+    """Complete and write a query-log row (the write never raises); ``tokens`` is the
+    total the response reported."""
     if answer is not None:
-        row.record_answer(answer)
+        privacy = state.settings.query_log_privacy
+        row.record_answer(answer, tokens=tokens, salt=state.salt, privacy=privacy)
+    row.finish(status, error, elapsed_ms(row))
+    mark_logged()
     await run_in_threadpool(state.log_row, row)

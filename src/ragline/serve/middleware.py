@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ragline.serve import requestlog
 from ragline.serve.auth import bearer_key
 from ragline.serve.errors import error_response
 from ragline.serve.state import Caller, ServeState, log
@@ -22,6 +23,8 @@ from ragline.serve.state import Caller, ServeState, log
 #: Room for the multipart envelope around an uploaded file.
 MULTIPART_OVERHEAD = 64 * 1024
 UPLOAD_PATH = "/api/documents"
+#: Bytes of an error response kept to log its message.
+ERROR_BODY_KEPT = 4096
 #: Where the middleware leaves the :class:`Caller` on the ASGI scope.
 CALLER_KEY = "ragline.caller"
 
@@ -78,6 +81,11 @@ class ServeMiddleware:
         started = time.perf_counter()
         status = 500
         response_started = False
+        logged = method == "POST" and endpoint in requestlog.LOGGED_ENDPOINTS
+        request_body = bytearray()
+        error_body = bytearray()
+        token = requestlog.begin()
+        crash: str | None = None  # the unhandled error, for the log row (never the client)
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status, response_started
@@ -87,6 +95,8 @@ class ServeMiddleware:
                 metrics.request_seconds.labels(endpoint=endpoint).observe(
                     time.perf_counter() - started
                 )
+            elif message["type"] == "http.response.body" and logged and status >= 400:
+                error_body.extend(message.get("body", b"")[: ERROR_BODY_KEPT - len(error_body)])
             await send(message)
 
         try:
@@ -95,7 +105,8 @@ class ServeMiddleware:
                 await refusal(scope, receive, send_wrapper)
                 return
             limit = self._body_limit(method, path)
-            await self.app(scope, _capped(receive, limit), send_wrapper)
+            keep = request_body if logged else None
+            await self.app(scope, _capped(receive, limit, keep), send_wrapper)
         except Exception as exc:
             if isinstance(exc, BodyTooLarge) and not response_started:
                 await error_response(413, str(exc.detail))(scope, receive, send_wrapper)
@@ -103,12 +114,38 @@ class ServeMiddleware:
             if isinstance(exc, OSError | asyncio.CancelledError) and response_started:
                 raise  # the client went away mid-response: nothing left to send
             log.exception("unhandled error on %s %s", method, path)
+            crash = f"{type(exc).__name__}: {exc}"
             if not response_started:
                 await error_response(500, "internal server error; the error was logged")(
                     scope, receive, send_wrapper
                 )
         finally:
             metrics.requests.labels(endpoint=endpoint, method=method, status=str(status)).inc()
+            if not requestlog.end(token) and logged:
+                error = crash.encode() if crash else bytes(error_body)
+                await self._log_refused(scope, endpoint, bytes(request_body), status, error,
+                                        started, raw=crash is not None)  # fmt: skip
+
+    async def _log_refused(
+        self, scope: Scope, endpoint: str, body: bytes, status: int, error: bytes, started: float,
+        *, raw: bool = False,
+    ) -> None:  # fmt: skip
+        """The row of a request no handler logged (refused before it, or a crash)."""
+        state = self.state
+        found = scope.get(CALLER_KEY)
+        caller = (
+            found if isinstance(found, Caller) else Caller(state.settings.tenant, client_ip(scope))
+        )
+        try:
+            row = requestlog.refused_row(
+                state, caller, endpoint, body, status,
+                error.decode() if raw else requestlog.error_message(error),
+                (time.perf_counter() - started) * 1000.0,
+            )  # fmt: skip
+            await run_in_threadpool(state.log_row, row)
+        except Exception as exc:  # the log never fails a request
+            log.warning("query log row for a refused request failed: %s", exc)
+            state.metrics.query_log_failures.inc()
 
     def _body_limit(self, method: str, path: str) -> int:
         s_ = self.state.settings
@@ -164,16 +201,20 @@ class ServeMiddleware:
         return None
 
 
-def _capped(receive: Receive, limit: int) -> Receive:
+def _capped(receive: Receive, limit: int, keep: bytearray | None = None) -> Receive:
+    """``receive`` that raises past ``limit`` bytes and copies the body into ``keep``."""
     seen = 0
 
     async def capped() -> Message:
         nonlocal seen
         message = await receive()
         if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
+            chunk = message.get("body", b"")
+            seen += len(chunk)
             if seen > limit:
                 raise BodyTooLarge(limit)
+            if keep is not None:
+                keep.extend(chunk)
         return message
 
     return capped

@@ -180,7 +180,16 @@ class ServeState:
         if not ok:
             self.metrics.query_log_failures.inc()
 
-    def start_row(self, caller: Caller, endpoint: str, question: str, query_id: str) -> QueryLogRow:
+    def start_row(
+        self,
+        caller: Caller,
+        endpoint: str,
+        question: str,
+        query_id: str | None = None,
+        *,
+        session_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> QueryLogRow:
         return new_row(
             tenant=caller.tenant,
             endpoint=endpoint,
@@ -188,7 +197,9 @@ class ServeState:
             question=question,
             salt=self.salt,
             privacy=self.settings.query_log_privacy,
-            query_id=query_id,
+            query_id=query_id or new_query_id(),
+            session_id=session_id,
+            conversation_id=conversation_id,
         )
 
     def close(self) -> None:

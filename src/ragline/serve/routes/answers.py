@@ -99,7 +99,10 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
     await wait_ready(state)
     conversation_id, history = await history_of(state, who.tenant, body.conversation_id)
     query_id = new_query_id()
-    row = state.start_row(who, "/api/query", question, query_id)
+    row = state.start_row(
+        who, "/api/query", question, query_id,
+        session_id=body.session_id, conversation_id=conversation_id,
+    )  # fmt: skip
     run = AnswerRun(state, who.tenant)
     try:
         answer = await run_in_threadpool(run.answer, question, history, context, options)
@@ -117,7 +120,7 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
     )  # fmt: skip
     if conversation_id is not None:
         await remember(state, who.tenant, conversation_id, question, answer, query_id, out)
-    await finish_row(state, row, 200, None, answer)
+    await finish_row(state, row, 200, None, answer, tokens=out["metadata"]["total_tokens"])
     return out
 
 
@@ -143,7 +146,10 @@ async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> Streami
         conv = await run_in_threadpool(state.conversations.create, who.tenant, question)
         conversation_id = conv.conversation_id
     query_id = new_query_id()
-    row = state.start_row(who, "/api/chat", question, query_id)
+    row = state.start_row(
+        who, "/api/chat", question, query_id,
+        session_id=body.session_id, conversation_id=conversation_id,
+    )  # fmt: skip
     run = AnswerRun(state, who.tenant)
     cid: str = conversation_id
     return StreamingResponse(
@@ -244,4 +250,5 @@ async def chat_events(
         raise
     finally:
         with anyio.CancelScope(shield=True):
-            await finish_row(state, row, status, error, answer)
+            spent = usage_of(answer, run.answerer.count_tokens)["total_tokens"] if answer else None
+            await finish_row(state, row, status, error, answer, tokens=spent)

@@ -164,7 +164,8 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
         await finish_row(state, row, status, str(exc), None)
         raise RequestProblem(str(exc), status_code=status, field="messages") from None
     state.metrics.observe_answer(ENDPOINT, answer)
-    await finish_row(state, row, 200, None, answer)
+    usage = usage_of(answer, run.answerer.count_tokens)
+    await finish_row(state, row, 200, None, answer, tokens=usage["total_tokens"])
     return JSONResponse(
         {
             "id": completion_id,
@@ -263,5 +264,6 @@ async def stream_chunks(
         raise
     finally:
         with anyio.CancelScope(shield=True):
-            await finish_row(state, row, status, error, answer)
+            tokens = usage_of(answer, run.answerer.count_tokens)["total_tokens"] if answer else None
+            await finish_row(state, row, status, error, answer, tokens=tokens)
     yield b"data: [DONE]\n\n"
