@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -110,7 +111,7 @@ def ingest(
     """
     if chunker not in (None, "section", "recursive"):
         raise _fail(f"--chunker must be 'section' or 'recursive', not {chunker!r}")
-    if not path.exists():
+    if not os.path.lexists(path):  # one that exists but cannot be read is a failed file
         raise _fail(f"{path}: no such file or folder")
     rag = _engine(index, tenant=tenant)
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]

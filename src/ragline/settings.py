@@ -83,6 +83,12 @@ class Settings(BaseSettings):
         (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
         description="File types ingested (a JSON list in the environment).",
     )
+    max_metadata_bytes: int = Field(
+        64 * 1024,
+        ge=256,
+        description="Largest front matter per document (as JSON); it is copied onto every "
+        "chunk, so a larger one fails that file alone.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

@@ -28,8 +28,9 @@ from typing import Protocol
 import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError
-from ragline.ingest.discover import chapter_of, discover_files
+from ragline.ingest.discover import chapter_of, discover, resolved
 from ragline.ingest.errors import IngestError
+from ragline.ingest.failures import FailureMemory, Remembered
 from ragline.ingest.parse import parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
@@ -84,6 +85,13 @@ def in_scope(source: str, root: Path) -> bool:
     return source == r or source.startswith(r.rstrip("/") + "/")
 
 
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def _hash_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -122,7 +130,7 @@ class Indexer:
         """
         started = time.perf_counter()
         tenant = tenant or self.settings.tenant
-        root = root.resolve()
+        root = resolved(root)
         base = root if root.is_dir() else root.parent
         default_title = None if root.is_dir() else title
         report = IngestReport(
@@ -132,8 +140,11 @@ class Indexer:
             model=self.embedder.fingerprint.name,
         )
         check_model(self.store, self.embedder.fingerprint, record=True)
-        paths = discover_files(root, self.settings.extensions)
-        report.files = len(paths)
+        found = discover(root, self.settings.extensions)
+        paths = found.files
+        report.files = len(paths) + len(found.rejected)
+        for path, problem in found.rejected:
+            report.failed.append(FileFailure(_relative(path, base), problem))
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
 
         t0 = time.perf_counter()
@@ -160,20 +171,33 @@ class Indexer:
 
         plan = plan_sync(states, indexed)
         report.skipped = [s.path.relative_to(base).as_posix() for s in plan.unchanged]
+        memory = FailureMemory(self.settings.index_dir, tenant)
+        limits = (
+            f"max_file_bytes={self.settings.max_file_bytes};"
+            f"max_metadata_bytes={self.settings.max_metadata_bytes}"
+        )
         total_bytes = sum(s.size for s in plan.to_index)
         done_bytes = 0
         pending: list[_Pending] = []
         pending_new = 0
         for state in plan.to_index:
             rel = state.path.relative_to(base).as_posix()
+            known = memory.recall(state.source, state.file_hash, limits)
+            if known is not None:  # failed before with this very content: not parsed again
+                report.failed.append(FileFailure(rel, known.reason, known.line))
+                done_bytes += state.size
+                continue
+            item = None
             try:
                 item = self._prepare(state, rel, base, tenant, indexed, report, default_title)
+                memory.forget(state.source)
             except IngestError as e:
                 report.failed.append(FileFailure(rel, e.reason, e.line))
-                item = None
+                memory.remember(state.source, Remembered(state.file_hash, limits, e.reason, e.line))
             except Exception as e:  # a parser bug must not stop the other files
-                report.failed.append(FileFailure(rel, f"{type(e).__name__}: {e}"))
-                item = None
+                reason = f"{type(e).__name__}: {e}"
+                report.failed.append(FileFailure(rel, reason))
+                memory.remember(state.source, Remembered(state.file_hash, limits, reason, None))
             if item is not None:
                 pending.append(item)
                 pending_new += sum(v is None for v in item.vectors)
@@ -184,6 +208,7 @@ class Indexer:
             if progress:
                 progress(done_bytes, total_bytes, rel)
         self._flush(pending, report)
+        memory.save()
 
         t0 = time.perf_counter()
         for rec in plan.to_delete:
@@ -226,6 +251,7 @@ class Indexer:
             data,
             max_bytes=self.settings.max_file_bytes,
             default_title=default_title,
+            max_metadata_bytes=self.settings.max_metadata_bytes,
         )
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
