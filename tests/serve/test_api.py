@@ -197,7 +197,7 @@ def test_input_rules_and_error_shape(docs_server: LiveServer) -> None:
         r = c.post("/api/query", json={"question": "what is rrf?", "max_results": "many"})
         assert_error(r, 400, "max_results")
         r = c.post("/api/query", json={"question": "what is rrf?", "filters": {"color": "red"}})
-        assert_error(r, 400, "filters")
+        assert_error(r, 400, "filters.color")
         assert_error(c.post("/api/query", json={"text": "hello"}), 400, "text")  # unknown field
         assert_error(c.post("/api/query", json={"max_results": 3}), 400, "question")
         r = c.post("/api/query", content=b"{not json", headers={"content-type": "application/json"})

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from ragline.serve.errors import UNAVAILABLE
 from ragline.serve.middleware import CALLER_KEY, client_ip
 from ragline.serve.querylog import QueryLogRow
 from ragline.serve.requestlog import mark_logged
@@ -49,9 +50,7 @@ async def wait_ready(state: ServeState) -> None:
     with contextlib.suppress(Exception):
         await asyncio.shield(task)
     if not state.ready:
-        raise RequestProblem(
-            f"the index is not available: {state.ready_error or 'starting'}", status_code=503
-        )
+        raise RequestProblem(UNAVAILABLE, status_code=503)
 
 
 def elapsed_ms(row: QueryLogRow) -> float:

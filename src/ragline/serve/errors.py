@@ -10,8 +10,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ragline.serve import schemas as s
+from ragline.serve.routing import flat_routes
 from ragline.serve.state import log
 from ragline.serve.validation import RequestProblem
 from ragline.store.base import StoreError
@@ -38,6 +40,10 @@ LOOKUP_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: The 503 body's message while the index cannot answer (details go to the log).
+UNAVAILABLE = "the index is not available right now; try again shortly"
+
+
 def error_response(
     status: int,
     message: str,
@@ -60,15 +66,17 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def engine_error(exc: Exception) -> RequestProblem:
+def engine_error(exc: Exception, field: str = "question") -> RequestProblem:
     """The response for an error the engine raised: a store fault is a 503, anything
     else (a ValueError about the question) a 400."""
     if isinstance(exc, RequestProblem):
         return exc
     if isinstance(exc, StoreError):
+        # The store's message can hold SQL, paths and tenant names: the log gets it,
+        # the client a message of its own.
         log.error("store error: %s", exc)
-        return RequestProblem(f"the index is not available: {exc}", status_code=503)
-    return RequestProblem(str(exc), field="question")
+        return RequestProblem(UNAVAILABLE, status_code=503)
+    return RequestProblem(str(exc), field=field)
 
 
 async def _problem(_r: Request, exc: Exception) -> JSONResponse:
@@ -89,12 +97,27 @@ async def _invalid(_r: Request, exc: Exception) -> JSONResponse:
     return error_response(400, f"{field or 'request'}: {msg}{more}", field=field or None)
 
 
-async def _http(_r: Request, exc: Exception) -> JSONResponse:
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes at this path (Starlette's 405 names only the
+    first route's, so ``GET`` + ``POST /api/documents`` said ``Allow: GET``)."""
+    methods: set[str] = set()
+    for route in flat_routes(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match in (Match.FULL, Match.PARTIAL):
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     message = str(exc.detail) if exc.detail else ERROR_CODES.get(exc.status_code, "error")
     if exc.status_code == 404 and exc.detail == "Not Found":
         message = "no such endpoint"
-    return error_response(exc.status_code, message, headers=dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+        message = f"{request.method} is not allowed here; allowed: {headers['Allow']}"
+    return error_response(exc.status_code, message, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

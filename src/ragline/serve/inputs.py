@@ -47,9 +47,10 @@ def search_options(
             field="filters",
         )
     merged.pop("tenant", None)  # never the user's choice
-    try:
-        to_sql_predicate(merged)
-    except (ValueError, TypeError) as e:
-        raise RequestProblem(f"filters: {e}", field="filters") from None
+    for key, value in merged.items():  # one at a time, to name the one at fault
+        try:
+            to_sql_predicate({key: value})
+        except (ValueError, TypeError) as e:
+            raise RequestProblem(f"filters.{key}: {e}", field=f"filters.{key}") from None
     merged["tenant"] = tenant
     return SearchOptions(mode=cast(Any, mode), top_k=top_k, filters=merged)

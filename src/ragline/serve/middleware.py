@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ragline.serve import requestlog
 from ragline.serve.auth import bearer_key
 from ragline.serve.errors import error_response
+from ragline.serve.routing import flat_routes
 from ragline.serve.state import Caller, ServeState, log
 
 #: Room for the multipart envelope around an uploaded file.
@@ -59,7 +60,7 @@ class ServeMiddleware:
     def _endpoint(self, scope: Scope) -> str:
         """The route template (``/api/documents/{doc_id}``): bounded metric labels."""
         partial = ""
-        for route in self.fastapi_app.router.routes:
+        for route in flat_routes(self.fastapi_app.router.routes):
             match, _ = route.matches(scope)
             if match is Match.FULL:
                 return str(getattr(route, "path", scope["path"]))

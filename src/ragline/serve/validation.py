@@ -224,6 +224,20 @@ def clean_text(text: str) -> str:
 MARKUP_FACTOR = 20
 
 
+def check_unicode(value: str, field: str) -> str:
+    """``value`` when it is valid Unicode text; a lone surrogate (JSON ``"\\ud800"``)
+    is not, and no tokenizer, hash or database can take it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestProblem(
+            f"{field} is not valid Unicode text: a lone surrogate "
+            f"(U+{ord(value[exc.start]):04X}) at character {exc.start}",
+            field=field,
+        ) from None
+    return value
+
+
 def clean_field(value: str, field: str, *, min_chars: int, max_chars: int) -> str:
     """``value`` cleaned (:func:`clean_text`) and length-checked, after refusing raw text
     over :data:`MARKUP_FACTOR` times the limit unread."""
@@ -233,6 +247,7 @@ def clean_field(value: str, field: str, *, min_chars: int, max_chars: int) -> st
             f"{max_chars} characters of text",
             field=field,
         )
+    check_unicode(value, field)
     return check_length(clean_text(value), field, min_chars=min_chars, max_chars=max_chars)
 
 

@@ -22,17 +22,20 @@ from starlette.concurrency import run_in_threadpool
 from ragline.answer.answerer import SearchOptions
 from ragline.serve import schemas as s
 from ragline.serve.deps import CallerDep, StateDep, finish_row, wait_ready
-from ragline.serve.errors import ERROR_RESPONSES
+from ragline.serve.errors import ERROR_RESPONSES, engine_error
+from ragline.serve.openapi import MAX_HISTORY_RAW_CHARS
 from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, ServeState, log, new_query_id
-from ragline.serve.validation import MARKUP_FACTOR, RequestProblem, clean_field, clean_text
+from ragline.serve.validation import (
+    RequestProblem,
+    check_unicode,
+    clean_field,
+    clean_text,
+)
 from ragline.store.base import StoreError
 from ragline.types import Answer
-
-#: Longest raw history message (an earlier answer can be long; markup beyond this is not).
-MAX_HISTORY_RAW_CHARS = MARKUP_FACTOR * 2000
 
 ENDPOINT = "/v1/chat/completions"
 CREATED = int(time.time())
@@ -50,20 +53,19 @@ def message_text(message: s.ChatMessageIn) -> str:
 def split_messages(
     messages: list[s.ChatMessageIn], max_messages: int
 ) -> tuple[str, list[dict[str, str]]]:
-    """(question, history): the last message must be the user's."""
-    if not messages:
-        raise RequestProblem("messages must hold at least one user message", field="messages")
+    """(question, history): the question is the last user message, the messages before
+    it are the history (messages after it, e.g. an assistant prefill, are ignored)."""
     if len(messages) > max_messages:
         raise RequestProblem(
             f"at most {max_messages} messages are allowed, got {len(messages)}", field="messages"
         )
-    last = messages[-1]
-    if last.role != "user":
-        raise RequestProblem(
-            f"the last message must be the user's question, not a {last.role!r} message",
-            field=f"messages.{len(messages) - 1}.role",
-        )
-    for i, m in enumerate(messages[:-1]):
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    if not users:
+        raise RequestProblem("messages must hold at least one user message", field="messages")
+    last = messages[users[-1]]
+    messages = messages[: users[-1]]
+    for i, m in enumerate(messages):
+        check_unicode(message_text(m), f"messages.{i}.content")
         if len(message_text(m)) > MAX_HISTORY_RAW_CHARS:
             raise RequestProblem(
                 f"messages.{i} is longer than {MAX_HISTORY_RAW_CHARS:,} characters",
@@ -71,7 +73,7 @@ def split_messages(
             )
     history = [
         {"role": m.role, "content": clean_text(message_text(m))}
-        for m in messages[:-1]
+        for m in messages
         if m.role in ("user", "assistant") and message_text(m).strip()
     ]
     return message_text(last), history
@@ -160,9 +162,9 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
     try:
         answer = await run_in_threadpool(run.answer, question, history, None, options)
     except (ValueError, StoreError) as exc:
-        status = 503 if isinstance(exc, StoreError) else 400
-        await finish_row(state, row, status, str(exc), None)
-        raise RequestProblem(str(exc), status_code=status, field="messages") from None
+        problem = engine_error(exc, field="messages")
+        await finish_row(state, row, problem.status_code, str(exc), None)
+        raise problem from None
     state.metrics.observe_answer(ENDPOINT, answer)
     usage = usage_of(answer, run.answerer.count_tokens)
     await finish_row(state, row, 200, None, answer, tokens=usage["total_tokens"])
@@ -250,8 +252,9 @@ async def stream_chunks(
                     },
                 )
     except (ValueError, StoreError) as exc:
-        status, error = (503 if isinstance(exc, StoreError) else 400), str(exc)
-        yield format_event(None, {"error": {"message": error, "type": "invalid_request",
+        problem = engine_error(exc, field="messages")
+        status, error = problem.status_code, str(exc)
+        yield format_event(None, {"error": {"message": problem.message, "type": problem.code,
                                              "code": status}})  # fmt: skip
     except Exception as exc:
         status, error = 500, f"{type(exc).__name__}: {exc}"

@@ -13,6 +13,7 @@ from ragline.serve import schemas as s
 from ragline.serve.deps import StateDep
 from ragline.serve.errors import error_response
 from ragline.serve.metrics import CONTENT_TYPE
+from ragline.serve.state import log
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 
@@ -32,17 +33,20 @@ async def readyz(state: StateDep) -> JSONResponse:
         try:
             await run_in_threadpool(state.rag.store.count_chunks, None)
         except Exception as exc:
+            log.warning("readiness: the store does not answer: %s", exc)
             return JSONResponse(
-                {"status": "unavailable", "store": False, "model": True, "detail": str(exc)},
+                {"status": "unavailable", "store": False, "model": True,
+                 "detail": f"the store does not answer ({type(exc).__name__})"},
                 status_code=503,
-            )
+            )  # fmt: skip
         return JSONResponse({"status": "ready", "store": True, "model": True, "detail": ""})
     return JSONResponse(
         {
             "status": "starting" if not state.ready_error else "unavailable",
             "store": False,
             "model": False,
-            "detail": state.ready_error,
+            # the class of the error only: its message can hold paths and SQL (logged)
+            "detail": state.ready_error.split(":", 1)[0],
         },
         status_code=503,
     )
