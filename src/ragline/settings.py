@@ -326,6 +326,13 @@ class Settings(BaseSettings):
     serve_threads: int = Field(
         16, ge=1, le=1024, description="Threads for blocking engine calls (search, answer, ingest)."
     )
+    llm_max_waiting: int = Field(
+        8,
+        ge=0,
+        le=100_000,
+        description="Answers that may wait on the language model at once (per server "
+        "process); more get the extractive answer with a high-traffic notice. 0 = no limit.",
+    )
     serve_model_name: str = Field(
         "ragline", min_length=1, max_length=128, description="Model id shown by /v1/models."
     )

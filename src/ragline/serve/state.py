@@ -28,6 +28,7 @@ from typing import Any
 
 from ragline.answer.answerer import Answerer, SearchOptions
 from ragline.answer.context import build_context
+from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest, Generator
 from ragline.answer.suggestions import corpus_topics
 from ragline.engine import Ragline
 from ragline.serve.auth import KeyStore
@@ -55,6 +56,50 @@ def new_query_id() -> str:
     return uuid.uuid4().hex
 
 
+class LLMGate:
+    """Counts the answers waiting on (or streaming from) the language model; past
+    ``limit`` (0 = none) a request gets the extractive answer with a high-traffic
+    notice at once instead of queueing behind the others."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.limit and self.waiting >= self.limit:
+                return False
+            self.waiting += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.waiting -= 1
+
+
+class Busy:
+    """A generator standing in for the language model while the gate is full: it
+    fails at once, so the answerer gives the extractive answer with the notice."""
+
+    def __init__(self, name: str, model: str, limit: int) -> None:
+        self._name, self._model, self.limit = name, model, limit
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def generate(self, request: GenerationRequest) -> Iterator[Delta]:
+        raise GenerationError(
+            f"high traffic: {self.limit} answers are already waiting for the language model"
+        )
+        yield Delta()  # pragma: no cover - makes this a generator
+
+
 class AnswerRun:
     """One answer in progress: its events, plus the numbered sources its citations
     point at (rebuilt from the same retrieval the answerer used, on first need)."""
@@ -65,14 +110,20 @@ class AnswerRun:
         self._sources: dict[int, Source] | None = None
         rag = state.rag
         base = rag.answerer
-        self.answerer = Answerer(
-            rag.settings,
-            self._search,
-            base.generator,
-            base.verifier.embed,
-            base.count_tokens,
-            suggest=lambda: corpus_topics(rag.store.documents(tenant)),
-        )
+
+        def answerer(generator: Generator) -> Answerer:
+            return Answerer(
+                rag.settings,
+                self._search,
+                generator,
+                base.verifier.embed,
+                base.count_tokens,
+                suggest=lambda: corpus_topics(rag.store.documents(tenant)),
+            )
+
+        self.answerer = answerer(base.generator)
+        self._gated = base.generator.name != "extractive"
+        self._busy = answerer(Busy(base.generator.name, base.generator.model, state.llm_gate.limit))
 
     def _search(self, query: str, **options: Any) -> SearchResult:
         self._result = self._state.rag.search(query, **options)
@@ -104,16 +155,23 @@ class AnswerRun:
         options: SearchOptions,
     ) -> Iterator[StreamEvent]:
         """The answerer's events (in a worker thread: every step may block)."""
-        lock = self._state.generate_lock
-        if lock is None:
-            yield from self.answerer.stream(
-                question, history=history, selected_text=selected_text, **options
-            )
-            return
-        with lock:
-            yield from self.answerer.stream(
-                question, history=history, selected_text=selected_text, **options
-            )
+        gate = self._state.llm_gate
+        entered = self._gated and gate.enter()
+        answerer = self.answerer if entered or not self._gated else self._busy
+        try:
+            lock = self._state.generate_lock
+            if lock is None:
+                yield from answerer.stream(
+                    question, history=history, selected_text=selected_text, **options
+                )
+                return
+            with lock:
+                yield from answerer.stream(
+                    question, history=history, selected_text=selected_text, **options
+                )
+        finally:
+            if entered:
+                gate.leave()
 
     def answer(
         self,
@@ -147,6 +205,7 @@ class ServeState:
         self.uploads = UploadRegistry(index_dir / "uploads")
         self.write_lock = threading.Lock()
         self.generate_lock = threading.Lock() if rag.settings.generator == "local" else None
+        self.llm_gate = LLMGate(settings.llm_max_waiting)
         self.ready = False
         self.ready_error = ""
         #: The warm-up running in a worker thread (set by the app's lifespan).

@@ -74,8 +74,11 @@ async def remember(
     state: ServeState, tenant: str, conversation_id: str, question: str, answer: Answer,
     query_id: str, body: dict[str, Any],
 ) -> str:  # fmt: skip
-    """Store the exchange (the user message first) and return the answer's message id."""
+    """Store the exchange (the user message first) and return the answer's message id;
+    an answer cut short is stored as it stands, marked ``incomplete``."""
     conversations = state.conversations
+    if not answer.complete:
+        body = {**body, "incomplete": True, "reason": answer.error or "generation stopped"}
     await run_in_threadpool(
         lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
     )
@@ -171,6 +174,23 @@ async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> Streami
     )
 
 
+async def remember_cut(
+    state: ServeState, tenant: str, conversation_id: str, question: str, partial: str,
+    query_id: str, reason: str,
+) -> None:  # fmt: skip
+    """Store an exchange whose stream ended before its answer did (client gone)."""
+    conversations = state.conversations
+    marked = {"incomplete": True, "reason": reason}
+    await run_in_threadpool(
+        lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
+    )
+    await run_in_threadpool(
+        lambda: conversations.add(
+            tenant, conversation_id, "assistant", partial, query_id=query_id, answer=marked
+        )
+    )
+
+
 async def chat_events(
     state: ServeState,
     run: AnswerRun,
@@ -188,6 +208,7 @@ async def chat_events(
     answer: Answer | None = None
     status, error = 200, None
     failed = False
+    partial: list[str] = []
     try:
         async for event in iterate_in_thread(
             lambda: run.stream(question, history, context, options)
@@ -195,6 +216,7 @@ async def chat_events(
             if failed and event.type != "done":
                 continue
             if event.type == "token":
+                partial.append(event.text)
                 # "token" is seed 002's name for the text; "text" is ragline's.
                 yield format_event("token", {"text": event.text, "token": event.text})
             elif event.type == "citation" and event.citation is not None:
@@ -206,7 +228,14 @@ async def chat_events(
                 failed, status, error = True, 502, event.error
                 yield format_event(
                     "error",
-                    {"error": "generation_failed", "message": event.error, "status_code": 502},
+                    {
+                        "error": "generation_failed",
+                        "message": event.error,
+                        "status_code": 502,
+                        # the exchange is stored, marked incomplete, under this id
+                        "conversation_id": conversation_id,
+                        "incomplete": True,
+                    },
                 )
             elif event.type == "done" and event.answer is not None:
                 answer = event.answer
@@ -247,6 +276,10 @@ async def chat_events(
     except (asyncio.CancelledError, GeneratorExit):
         state.metrics.stream_disconnects.inc()
         status, error = 499, "client disconnected"
+        if answer is None:  # the exchange was not stored: keep what was said, marked
+            with anyio.CancelScope(shield=True):
+                await remember_cut(state, who.tenant, conversation_id, question,
+                                   "".join(partial), query_id, error)  # fmt: skip
         raise
     finally:
         with anyio.CancelScope(shield=True):
