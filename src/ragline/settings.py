@@ -326,6 +326,22 @@ class Settings(BaseSettings):
     serve_threads: int = Field(
         16, ge=1, le=1024, description="Threads for blocking engine calls (search, answer, ingest)."
     )
+    store_retries: int = Field(
+        1, ge=0, le=10, description="Retries of a search after a store timeout or lost connection."
+    )
+    store_retry_backoff_s: float = Field(
+        0.25, ge=0, le=60, description="Wait before the first store retry (doubles after)."
+    )
+    popular_chunks: int = Field(
+        200,
+        ge=0,
+        le=100_000,
+        description="Most-retrieved chunks kept per tenant to answer from while the store "
+        "is down (marked low confidence); 0 = none.",
+    )
+    warm_retry_s: float = Field(
+        5.0, gt=0, le=3600, description="Seconds between warm-up tries while not ready."
+    )
     llm_max_waiting: int = Field(
         8,
         ge=0,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -56,15 +57,19 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
+        state.warm_started = time.monotonic()
         warm_task = asyncio.create_task(run_in_threadpool(state.warm))
         state.warm_task = warm_task
         try:
             yield
         finally:
-            if not warm_task.done():
-                warm_task.cancel()
-            with contextlib.suppress(BaseException):
-                await warm_task
+            for task in {warm_task, state.warm_task}:  # the first, and any retry
+                if task is None:
+                    continue
+                if not task.done():
+                    task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
             state.close()
             if owns_engine:
                 engine.close()

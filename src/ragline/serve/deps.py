@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -39,11 +40,25 @@ StateDep = Annotated[ServeState, Depends(get_state)]
 CallerDep = Annotated[Caller, Depends(current_caller)]
 
 
+def ensure_warming(state: ServeState) -> None:
+    """Start the warm-up again when the last one failed at least ``warm_retry_s`` ago,
+    so a store that was down at start-up is picked up without a restart."""
+    task = state.warm_task
+    if state.ready or task is None or not task.done():
+        return
+    if time.monotonic() - state.warm_started < state.settings.warm_retry_s:
+        return
+    state.warm_started = time.monotonic()
+    state.warm_task = asyncio.ensure_future(run_in_threadpool(state.try_warm))
+
+
 async def wait_ready(state: ServeState) -> None:
-    """Wait for the engine warm-up; 503 when it failed. Called by handlers after their
-    input checks, so a bad request is a 400 even while the server starts."""
+    """Wait for the engine warm-up (tried again while it fails); 503 when it failed.
+    Called by handlers after their input checks, so a bad request is a 400 even
+    while the server starts."""
     if state.ready:
         return
+    ensure_warming(state)
     task = state.warm_task
     if task is None:
         raise RequestProblem("the server is starting", status_code=503)

@@ -19,11 +19,12 @@ Thread safety of the shared engine (one :class:`~ragline.engine.Ragline` per pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ragline.answer.answerer import Answerer, SearchOptions
@@ -35,11 +36,13 @@ from ragline.serve.auth import KeyStore
 from ragline.serve.conversations import ConversationStore
 from ragline.serve.documents import UploadRegistry
 from ragline.serve.metrics import ServeMetrics
+from ragline.serve.popular import PopularChunks
 from ragline.serve.querylog import QueryLog, QueryLogRow, load_salt, make_query_log, new_row
 from ragline.serve.ratelimit import RateLimiter, make_rate_limiter
 from ragline.settings import Settings
-from ragline.store.base import check_model
-from ragline.types import Answer, SearchResult, Source, StreamEvent
+from ragline.store.base import StoreError, check_model
+from ragline.store.retrying import call_with_retry
+from ragline.types import Answer, Confidence, SearchResult, Source, StreamEvent
 
 log = logging.getLogger("ragline.serve")
 
@@ -122,12 +125,30 @@ class AnswerRun:
             )
 
         self.answerer = answerer(base.generator)
+        #: Why the answer is degraded (the store was down), or None.
+        self.degraded: str | None = None
         self._gated = base.generator.name != "extractive"
         self._busy = answerer(Busy(base.generator.name, base.generator.model, state.llm_gate.limit))
 
     def _search(self, query: str, **options: Any) -> SearchResult:
-        self._result = self._state.rag.search(query, **options)
-        return self._result
+        """The engine's search, retried once; while the store cannot answer, the
+        cached popular chunks (the answer is then marked low confidence)."""
+        state = self._state
+        try:
+            result = state.search(query, **options)
+        except StoreError as exc:
+            k = options.get("top_k") or state.rag.settings.retrieval_top_k
+            hits = state.popular.search(query, k, options.get("filters") or {})
+            if not hits:
+                raise
+            log.warning("store unavailable (%s); answering from %d cached chunks", exc, len(hits))
+            self.degraded = (
+                f"the index is unavailable, so this answer comes from {len(hits)} "
+                "often-retrieved passages kept in memory"
+            )
+            result = SearchResult(query, "cache", hits, {})
+        self._result = result
+        return result
 
     @property
     def retrieved(self) -> int:
@@ -160,18 +181,21 @@ class AnswerRun:
         answerer = self.answerer if entered or not self._gated else self._busy
         try:
             lock = self._state.generate_lock
-            if lock is None:
-                yield from answerer.stream(
+            with lock if lock is not None else contextlib.nullcontext():
+                for event in answerer.stream(
                     question, history=history, selected_text=selected_text, **options
-                )
-                return
-            with lock:
-                yield from answerer.stream(
-                    question, history=history, selected_text=selected_text, **options
-                )
+                ):
+                    yield self._marked(event)
         finally:
             if entered:
                 gate.leave()
+
+    def _marked(self, event: StreamEvent) -> StreamEvent:
+        """The final answer marked low confidence, with the reason, when degraded."""
+        if self.degraded is None or event.type != "done" or event.answer is None:
+            return event
+        low = Confidence(score=event.answer.confidence.score, level="low", reason=self.degraded)
+        return replace(event, answer=replace(event.answer, confidence=low))
 
     def answer(
         self,
@@ -206,6 +230,8 @@ class ServeState:
         self.write_lock = threading.Lock()
         self.generate_lock = threading.Lock() if rag.settings.generator == "local" else None
         self.llm_gate = LLMGate(settings.llm_max_waiting)
+        self.popular = PopularChunks(settings.popular_chunks)
+        self.warm_started = 0.0  # time.monotonic() of the last warm-up
         self.ready = False
         self.ready_error = ""
         #: The warm-up running in a worker thread (set by the app's lifespan).
@@ -215,6 +241,7 @@ class ServeState:
         """Build the engine's parts once (model, store, answerer) and check the model:
         the readiness probe passes only after this."""
         rag = self.rag
+        self.ready_error = ""
         try:
             rag.embedder.embed_query("warm up")
             check_model(rag.store, rag.embedder.fingerprint)
@@ -228,6 +255,23 @@ class ServeState:
             log.error("ragline serve is not ready: %s", self.ready_error)
             raise
         self.ready = True
+
+    def try_warm(self) -> None:
+        """:meth:`warm` for a retry: a failure is recorded (``ready_error``), not raised."""
+        with contextlib.suppress(Exception):
+            self.warm()
+
+    def search(self, query: str, **options: Any) -> SearchResult:
+        """The engine's search with one retry on a store fault; a success feeds the
+        popular-chunks cache."""
+        s = self.settings
+        result = call_with_retry(
+            lambda: self.rag.search(query, **options),
+            retries=s.store_retries,
+            backoff_s=s.store_retry_backoff_s,
+        )
+        self.popular.record(result.hits)
+        return result
 
     def log_row(self, row: QueryLogRow) -> None:
         """Write a query log row; a failure is counted and warned about, never raised."""

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ragline.serve import schemas as s
-from ragline.serve.deps import StateDep
+from ragline.serve.deps import StateDep, ensure_warming
 from ragline.serve.errors import error_response
 from ragline.serve.metrics import CONTENT_TYPE
 from ragline.serve.state import log
@@ -28,7 +28,9 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=s.ReadyResponse, responses={503: {"model": s.ReadyResponse}})
 async def readyz(state: StateDep) -> JSONResponse:
-    """The index is open and the model loaded (readiness)."""
+    """The index is open and the model loaded (readiness). While it is not, the
+    warm-up is tried again every ``warm_retry_s``, so readiness comes back by itself."""
+    ensure_warming(state)
     if state.ready:
         try:
             await run_in_threadpool(state.rag.store.count_chunks, None)

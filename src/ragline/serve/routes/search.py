@@ -30,9 +30,8 @@ async def search(body: s.SearchRequest, who: CallerDep, state: StateDep) -> dict
     await wait_ready(state)
     query_id = new_query_id()
     row = state.start_row(who, "/api/search", query_text, query_id)
-    engine = state.rag
     try:
-        result = await run_in_threadpool(lambda: engine.search(query_text, **options))
+        result = await run_in_threadpool(lambda: state.search(query_text, **options))
     except (ValueError, StoreError) as exc:
         problem = engine_error(exc)
         await finish_row(state, row, problem.status_code, problem.message, None)
