@@ -58,7 +58,10 @@ def test_json_report_and_hand_computed_bm25_scores(
 
     text = report.read_text()
     assert text.startswith("# Retrieval evaluation: tiny (test)")
-    assert "| mode | ndcg@10 | mrr@10 | recall@10 | recall@100 | p@5 |" in text
+    assert (
+        "| mode | ndcg@10 | mrr@10 | recall@10 | recall@100 | p@5 | ndcg@5 | recall@3 | mrr |"
+        in text
+    )
     assert f"| bm25 | {bm25['ndcg@10']:.4f} |" in text
     assert "**hybrid-weighted** (default)" in text  # the shipped HYBRID_MERGE_METHOD
 
@@ -76,6 +79,7 @@ def test_table_output(beir_dir: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app,
         ["eval", str(beir_dir), "--modes", "bm25", "--cache-dir", str(tmp_path / "cache")],
+        env={"COLUMNS": "200"},  # room for every metric column
     )
     assert result.exit_code == 0, result.output
     assert "tiny (test): 3 queries, 5 documents, 5 chunks" in result.stdout
