@@ -483,3 +483,44 @@ def bench(
 
 def main() -> None:  # pragma: no cover - console entry for `python -m ragline`
     sys.exit(app())
+
+
+@app.command()
+def stats(
+    index: IndexOpt = None,
+    tenant: TenantOpt = None,
+    limit: Annotated[int, typer.Option("--limit", help="Newest rows to read.")] = 10_000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Latency percentiles per stage (first token included), statuses and tokens, from
+    the query log of `ragline serve`."""
+    from ragline.serve.querylog import QueryLogError, make_query_log
+    from ragline.serve.stats import summarize
+
+    settings = _engine(index, tenant=tenant).settings
+    try:
+        log = make_query_log(settings)
+        try:
+            rows = log.rows(settings.tenant, limit=limit)
+        finally:
+            log.close()
+    except (QueryLogError, ValueError) as e:
+        raise _fail(str(e)) from None
+    summary = summarize(rows)
+    if as_json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return
+    out.print(
+        f"{summary['requests']} requests ({summary['first']} … {summary['last']}); "
+        f"status {summary['by_status']}; fallback rate {summary['fallback_rate']:.1%}; "
+        f"{summary['total_tokens']:,} tokens",
+        highlight=False,
+    )
+    t = Table(title="latency per stage (ms)")
+    for col in ("stage", "p50", "p95", "p99"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    rows_ms = {"response": summary["response_time_ms"], **summary["stages_ms"]}
+    for stage, q in rows_ms.items():
+        if q:
+            t.add_row(stage, *(f"{q[p]:.1f}" for p in ("p50", "p95", "p99")))
+    out.print(t)

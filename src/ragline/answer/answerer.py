@@ -274,6 +274,8 @@ class Answerer:
                 usage.update(delta.usage)
                 if not delta.text:
                     continue
+                if not wrote:  # seed 002's "LLM first token" latency
+                    timings["first_token"] = (time.perf_counter() - t0) * 1000.0
                 wrote = True
                 yield StreamEvent("token", text=delta.text)
                 v0 = time.perf_counter()
