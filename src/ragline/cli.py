@@ -180,6 +180,8 @@ def _print_report(r: IngestReport, saved: Path) -> None:
         out.print(c)
     for f in r.failed:
         err.print(f"[red]failed[/] {f}")
+    for w in r.warnings:
+        err.print(f"[yellow]warning[/] {w}")
     stages = ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())
     out.print(f"[dim]stages: {stages}; report saved to {saved}[/]")
 

@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
     embed_max_tokens: int = Field(256, ge=8, le=8192, description="Model truncation length.")
+    embed_timeout_per_100_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="Ingest: seconds allowed per 100 chunks of one embedding call; past it "
+        "the call fails (and is split, so only the files behind it fail).",
+    )
     embed_threads: int = Field(
         0, ge=0, le=256, description="ONNX batches run side by side, one core each; 0 = every core."
     )

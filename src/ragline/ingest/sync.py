@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,10 +29,11 @@ from typing import Protocol
 
 import numpy as np
 
-from ragline.embed.base import Embedder, EmbeddingError
+from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.ingest.discover import chapter_of, discover, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
+from ragline.ingest.hygiene import skipped_heading_levels
 from ragline.ingest.parse import parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
@@ -253,6 +256,8 @@ class Indexer:
             default_title=default_title,
             max_metadata_bytes=self.settings.max_metadata_bytes,
         )
+        for line, message in skipped_heading_levels(doc.blocks):
+            report.warnings.append(FileFailure(rel, message, line))
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
         t2 = time.perf_counter()
@@ -298,15 +303,11 @@ class Indexer:
         missing = {id(p): sum(v is None for v in p.vectors) for p in pending}
         if todo:
             t0 = time.perf_counter()
-            try:
-                vecs = self.embedder.embed_documents([p.chunks[i].embed_text for p, i in todo])
-            except EmbeddingError as e:
-                for p in pending:
-                    report.failed.append(FileFailure(p.rel, f"embedding failed: {e}"))
-                return
+            failed = self._embed_split([p for p in pending if missing[id(p)]], report)
             report.add_stage("embed", time.perf_counter() - t0)
-            for (p, i), v in zip(todo, vecs, strict=True):
-                p.vectors[i] = v
+            pending = [p for p in pending if id(p) not in failed]
+            if not pending:
+                return
         t0 = time.perf_counter()
         dim = self.embedder.dimension
         writes = [
@@ -330,6 +331,48 @@ class Indexer:
             report.tokens += p.record.token_count
             self._count_chapter(report, p.record.chapter, len(p.chunks), p.record.token_count)
         report.chunks_reused = report.chunks - report.chunks_embedded
+
+    def _embed_split(self, group: list[_Pending], report: IngestReport) -> set[int]:
+        """Embed the missing vectors of ``group``'s files in one call; when it fails,
+        split the files in halves and try each, so only a bad file fails (named in
+        the report). Returns the ids of the files that failed."""
+        todo = [(p, i) for p in group for i, v in enumerate(p.vectors) if v is None]
+        if not todo:
+            return set()
+        try:
+            vecs = self._embed_checked([p.chunks[i].embed_text for p, i in todo])
+        except EmbeddingError as e:
+            if len(group) == 1:
+                report.failed.append(FileFailure(group[0].rel, f"embedding failed: {e}"))
+                return {id(group[0])}
+            half = len(group) // 2
+            return self._embed_split(group[:half], report) | self._embed_split(group[half:], report)
+        for (p, i), v in zip(todo, vecs, strict=True):
+            p.vectors[i] = v
+        return set()
+
+    def _embed_checked(self, texts: list[str]) -> Vectors:
+        """The embedder's vectors, within the time limit, with the right shape and
+        finite values (a NaN would poison every search that touches the chunk)."""
+        limit = self.settings.embed_timeout_per_100_s * max(1, -(-len(texts) // 100))
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragline-embed")
+        try:
+            vecs = pool.submit(self.embedder.embed_documents, texts).result(timeout=limit)
+        except FutureTimeout:
+            raise EmbeddingError(
+                f"no vectors for {len(texts)} chunks within {limit:.0f} s "
+                "(RAGLINE_EMBED_TIMEOUT_PER_100_S)"
+            ) from None
+        finally:
+            pool.shutdown(wait=False)
+        expected = (len(texts), self.embedder.dimension)
+        if tuple(vecs.shape) != expected:
+            raise EmbeddingError(
+                f"the model returned vectors of shape {vecs.shape}, not {expected}"
+            )
+        if not np.isfinite(vecs).all():
+            raise EmbeddingError("the model returned NaN or infinite values")
+        return vecs
 
     @staticmethod
     def _count_chapter(report: IngestReport, chapter: str, chunks: int, tokens: int) -> None:
