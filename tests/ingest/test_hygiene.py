@@ -117,3 +117,23 @@ def test_skipped_heading_is_a_report_warning(embedder: Embedder, tmp_path: Path)
     assert report.indexed == ["guide.md"] and not report.failed
     assert [(w.path, w.line) for w in report.warnings] == [("guide.md", 9)]
     assert report.to_dict()["warnings"][0]["reason"].startswith("heading level skipped")
+
+
+def test_missing_metadata_gets_the_seed_defaults_and_a_warning(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "empty.md").write_text(
+        "# Guide\n\nIntro text.\n\n## \n\nText under a heading with no words.\n"
+    )
+    rag = Ragline(Settings(index_dir=tmp_path / "i"), embedder=embedder)
+    try:
+        report = rag.ingest(root)
+        sections = {h.chunk.section for h in rag.search("heading with no words", top_k=5).hits}
+    finally:
+        rag.close()
+    assert report.indexed == ["empty.md"]
+    assert [(w.path, w.line) for w in report.warnings] == [("empty.md", 5)]
+    assert "N/A" in report.warnings[0].reason
+    assert "N/A" in sections

@@ -26,3 +26,16 @@ def skipped_heading_levels(blocks: Iterable[Block]) -> list[tuple[int, str]]:
             )
         previous = block.level
     return out
+
+
+def missing_metadata(blocks: Iterable[Block], chapter: str) -> list[tuple[int, str]]:
+    """(line, message) for metadata a chunk will lack and get a default for: an empty
+    heading (its section becomes "N/A") or no chapter at all ("Unknown")."""
+    out = [
+        (b.line, 'empty heading: the section of the text under it is set to "N/A"')
+        for b in blocks
+        if b.kind is BlockKind.HEADING and b.heading_path and not b.heading_path[-1].strip()
+    ]
+    if not chapter:
+        out.insert(0, (1, 'no chapter (no folder and no title): chapter set to "Unknown"'))
+    return out

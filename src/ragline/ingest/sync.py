@@ -33,7 +33,7 @@ from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.ingest.discover import chapter_of, discover, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
-from ragline.ingest.hygiene import skipped_heading_levels
+from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
 from ragline.ingest.parse import parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
@@ -256,7 +256,11 @@ class Indexer:
             default_title=default_title,
             max_metadata_bytes=self.settings.max_metadata_bytes,
         )
-        for line, message in skipped_heading_levels(doc.blocks):
+        chapter_known = chapter_of(state.path, base) or doc.title
+        for line, message in [
+            *skipped_heading_levels(doc.blocks),
+            *missing_metadata(doc.blocks, chapter_known),
+        ]:
             report.warnings.append(FileFailure(rel, message, line))
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
