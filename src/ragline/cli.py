@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -135,7 +136,8 @@ def ingest(
     if chunker not in (None, "section", "recursive"):
         raise _fail(f"--chunker must be 'section' or 'recursive', not {chunker!r}")
     path: str | Path = target if is_url(target) else Path(target)
-    if isinstance(path, Path) and not path.exists():
+    # one that exists but cannot be read is a failed file, not a usage error
+    if isinstance(path, Path) and not os.path.lexists(path):
         raise _fail(f"{path}: no such file or folder")
     rag = _engine(index, tenant=tenant)
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
@@ -220,6 +222,8 @@ def _print_report(r: IngestReport, saved: Path) -> None:
         )
     for f in r.failed:
         err.print(f"[red]failed[/] {escape(str(f))}", soft_wrap=True, highlight=False)
+    for warning in r.warnings:
+        err.print(f"[yellow]warning[/] {escape(str(warning))}", soft_wrap=True, highlight=False)
     out.print(f"[dim]report saved to {escape(str(saved))}[/]", soft_wrap=True, highlight=False)
 
 
@@ -576,3 +580,44 @@ def watch(
 
 def main() -> None:  # pragma: no cover - console entry for `python -m ragline`
     sys.exit(app())
+
+
+@app.command()
+def stats(
+    index: IndexOpt = None,
+    tenant: TenantOpt = None,
+    limit: Annotated[int, typer.Option("--limit", help="Newest rows to read.")] = 10_000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Latency percentiles per stage (first token included), statuses and tokens, from
+    the query log of `ragline serve`."""
+    from ragline.serve.querylog import QueryLogError, make_query_log
+    from ragline.serve.stats import summarize
+
+    settings = _engine(index, tenant=tenant).settings
+    try:
+        log = make_query_log(settings)
+        try:
+            rows = log.rows(settings.tenant, limit=limit)
+        finally:
+            log.close()
+    except (QueryLogError, ValueError) as e:
+        raise _fail(str(e)) from None
+    summary = summarize(rows)
+    if as_json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return
+    out.print(
+        f"{summary['requests']} requests ({summary['first']} … {summary['last']}); "
+        f"status {summary['by_status']}; fallback rate {summary['fallback_rate']:.1%}; "
+        f"{summary['total_tokens']:,} tokens",
+        highlight=False,
+    )
+    rows_ms = {"response": summary["response_time_ms"], **summary["stages_ms"]}
+    table_rows = [
+        [escape(stage), *(f"{q[p]:.1f}" for p in ("p50", "p95", "p99"))]
+        for stage, q in rows_ms.items()
+        if q
+    ]
+    headers = ["stage", "p50", "p95", "p99"]
+    out.print(fit_table("latency per stage (ms)", headers, table_rows, out.width), highlight=False)

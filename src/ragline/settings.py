@@ -120,6 +120,12 @@ class Settings(BaseSettings):
         le=60_000,
         description="`ragline watch`: changes are gathered this long before a re-index.",
     )
+    max_metadata_bytes: int = Field(
+        64 * 1024,
+        ge=256,
+        description="Largest front matter per document (as JSON); it is copied onto every "
+        "chunk, so a larger one fails that file alone.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
@@ -128,6 +134,13 @@ class Settings(BaseSettings):
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
     embed_max_tokens: int = Field(256, ge=8, le=8192, description="Model truncation length.")
+    embed_timeout_per_100_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="Ingest: seconds allowed per 100 chunks of one embedding call; past it "
+        "the call fails (and is split, so only the files behind it fail).",
+    )
     embed_threads: int = Field(
         0, ge=0, le=256, description="ONNX batches run side by side, one core each; 0 = every core."
     )
@@ -368,7 +381,11 @@ class Settings(BaseSettings):
 
     # --- serving: rate limit, query log, API keys --------------------------------------
     rate_limit_per_minute: int = Field(
-        10, ge=0, le=1_000_000, description="Requests per client IP per minute; 0 = no limit."
+        10,
+        ge=0,
+        le=1_000_000,
+        description="Requests per client IP per minute; 0 = no limit.",
+        validation_alias=_env("RATE_LIMIT_PER_MINUTE"),
     )
     rate_limit_backend: str = Field(
         "memory",
@@ -410,6 +427,29 @@ class Settings(BaseSettings):
     )
     serve_threads: int = Field(
         16, ge=1, le=1024, description="Threads for blocking engine calls (search, answer, ingest)."
+    )
+    store_retries: int = Field(
+        1, ge=0, le=10, description="Retries of a search after a store timeout or lost connection."
+    )
+    store_retry_backoff_s: float = Field(
+        0.25, ge=0, le=60, description="Wait before the first store retry (doubles after)."
+    )
+    popular_chunks: int = Field(
+        200,
+        ge=0,
+        le=100_000,
+        description="Most-retrieved chunks kept per tenant to answer from while the store "
+        "is down (marked low confidence); 0 = none.",
+    )
+    warm_retry_s: float = Field(
+        5.0, gt=0, le=3600, description="Seconds between warm-up tries while not ready."
+    )
+    llm_max_waiting: int = Field(
+        8,
+        ge=0,
+        le=100_000,
+        description="Answers that may wait on the language model at once (per server "
+        "process); more get the extractive answer with a high-traffic notice. 0 = no limit.",
     )
     serve_model_name: str = Field(
         "ragline", min_length=1, max_length=128, description="Model id shown by /v1/models."

@@ -58,7 +58,10 @@ def test_json_report_and_hand_computed_bm25_scores(
 
     text = report.read_text()
     assert text.startswith("# Retrieval evaluation: tiny (test)")
-    assert "| mode | ndcg@10 | mrr@10 | recall@10 | recall@100 | p@5 |" in text
+    assert (
+        "| mode | ndcg@10 | mrr@10 | recall@10 | recall@100 | p@5 | ndcg@5 | recall@3 | mrr |"
+        in text
+    )
     assert f"| bm25 | {bm25['ndcg@10']:.4f} |" in text
     assert "**hybrid-weighted** (default)" in text  # the shipped HYBRID_MERGE_METHOD
 

@@ -48,6 +48,10 @@ def test_metrics_by_hand() -> None:
     assert m["mrr@10"] == pytest.approx((0.5 + 1 + 0) / 3)
     assert m["recall@10"] == pytest.approx((1 + 1 + 0) / 3)
     assert m["p@5"] == pytest.approx((1 / 5 + 2 / 5 + 0) / 3)
+    # the seeds' cut-offs: q2's second relevant doc (rank 4) is outside top 3
+    assert m["recall@3"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert m["ndcg@5"] == pytest.approx(m["ndcg@10"])  # nothing relevant at ranks 6-10
+    assert m["mrr"] == pytest.approx(m["mrr@10"])
     assert per_query(qrels, ranking)["q1"] == pytest.approx(1 / math.log2(3))
     assert per_query(qrels, ranking)["q3"] == 0.0
 
@@ -62,6 +66,8 @@ def test_recall_at_100_sees_beyond_10() -> None:
     m = evaluate({"q": {"a": 1}}, ranking)
     assert (m["recall@10"], m["recall@100"]) == (0.0, 1.0)
     assert m["mrr@10"] == 0.0
+    assert m["mrr"] == pytest.approx(1 / 21)  # MRR without a cut-off sees rank 21
+    assert m["ndcg@5"] == 0.0 and m["recall@3"] == 0.0
 
 
 def test_percentiles() -> None:

@@ -68,6 +68,6 @@ def test_raw_stream_ends_with_done_and_bad_requests_get_400(docs_server: LiveSer
             "/v1/chat/completions",
             json={"model": "x", "messages": [{"role": "assistant", "content": "hello there"}]},
         )
-        assert r.status_code == 400 and r.json()["field"] == "messages.0.role"
+        assert r.status_code == 400 and r.json()["field"] == "messages"  # no user message
         r = c.post("/v1/chat/completions", json={"model": "x", "messages": []})
         assert r.status_code == 400 and r.json()["field"] == "messages"

@@ -30,6 +30,7 @@ from ragline.serve.querylog import (
     make_query_log,
     new_row,
     persisted_salt,
+    status_label,
     utc_now,
 )
 from ragline.settings import Settings
@@ -58,6 +59,14 @@ def full_row(query_id: str = "q1", tenant: str = "acme", created_at: str = "") -
         model="gpt-test",
         total_tokens=321,
         citations_unsupported=1,
+        status="timeout",
+        session_id="550e8400-e29b-41d4-a716-446655440000",
+        conversation_id="conv1",
+        answer="Dropout zeroes activations [1].",
+        answer_hash="ef" * 32,
+        answer_chars=31,
+        cited_chunk_ids=["c2"],
+        response_time_ms=45.5,
     )
 
 
@@ -385,3 +394,44 @@ def test_retention_deletes_old_rows(tmp_path: Path) -> None:
 def test_null_log_accepts_and_forgets() -> None:
     log = NullQueryLog()
     assert log.write(full_row()) is True and log.rows("acme") == []
+
+
+def test_a_version_1_file_is_upgraded(tmp_path: Path) -> None:
+    """A log written before the seed-status columns keeps its rows and takes new ones."""
+    from ragline.serve.querylog import SQLITE_MIGRATIONS
+
+    path = tmp_path / "querylog.sqlite3"
+    conn = sqlite3.connect(path)
+    for stmt in SQLITE_MIGRATIONS[1]:
+        conn.execute(stmt)
+    conn.execute(
+        "INSERT INTO query_log VALUES ('old', '2025-01-01T00:00:00.000000+00:00', 'acme', "
+        "'/api/query', 'i', 'h', 'q?', '[]', NULL, NULL, 0, '{}', 200, NULL, 0, 0, 0, '', '', 0)"
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    log = SqliteQueryLog(path)
+    try:
+        assert log.write(full_row("new")) is True
+        rows = {r.query_id: r for r in log.rows("acme")}
+    finally:
+        log.close()
+    assert rows["old"].status == "success" and rows["old"].cited_chunk_ids == []
+    assert rows["new"] == full_row("new")
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "label"),
+    [
+        (200, None, "success"),
+        (400, "question: too short", "error"),
+        (413, None, "error"),
+        (429, None, "rate_limited"),
+        (500, None, "error"),
+        (502, "LLM endpoint timed out after 30 s", "timeout"),
+        (504, None, "timeout"),
+    ],
+)
+def test_seed_statuses(code: int, error: str | None, label: str) -> None:
+    assert status_label(code, error) == label

@@ -42,6 +42,14 @@ def full_row(query_id: str = "q1", tenant: str = "acme", created_at: str = "") -
         model="smollm2",
         total_tokens=99,
         citations_unsupported=2,
+        status="error",
+        session_id="s-1",
+        conversation_id="conv2",
+        answer="Le dropout [1].",
+        answer_hash="ef" * 32,
+        answer_chars=15,
+        cited_chunk_ids=["c1"],
+        response_time_ms=12.25,
     )
 
 

@@ -1,5 +1,6 @@
 """schemathesis against the live server's OpenAPI document: no 5xx, responses match
-the documented schemas, status codes and content types."""
+the documented schemas, status codes and content types, and a request the schema
+accepts is not refused with a 400 (the schema says what the server enforces)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -42,6 +44,7 @@ def test_openapi_contract(fuzz_server: LiveServer) -> None:
         status_code_conformance,
         content_type_conformance,
         response_schema_conformance,
+        positive_data_acceptance,  # what the schema accepts, the server accepts
     ]
     for result in ops.get_all_operations():
         operation = result.ok()

@@ -155,3 +155,16 @@ def test_any_text_is_one_literal(tenants_table: lancedb.table.Table, value: str)
         return
     expected = 1 if value in {"acme", "x", "1", *INJECTIONS} else 0
     assert tenants_table.count_rows(to_sql_predicate({"tenant": value})) == expected
+
+
+def test_integer_values_outside_the_column_range_are_refused() -> None:
+    """page/chunk_index/… are 32-bit columns, start_char/end_char 64-bit: a value
+    outside is refused here, naming the field, instead of by the engine (whose
+    message carries the SQL)."""
+    predicate = to_sql_predicate
+    assert predicate({"page": 2**31 - 1}) == f"page = {2**31 - 1}"
+    assert predicate({"start_char": 2**40}) == f"start_char = {2**40}"
+    for field, value in (("page", 2**31), ("page", 2**63), ("chunk_index", -(2**31) - 1),
+                         ("start_char", 2**63), ("end_char", -(2**63) - 1)):  # fmt: skip
+        with pytest.raises(ValueError, match=f"'{field}'.*range"):
+            predicate({field: value})

@@ -31,6 +31,7 @@ from ragline.answer.generators.base import (
     Generator,
     Message,
 )
+from ragline.answer.generators.extractive import ExtractiveGenerator
 from ragline.answer.judging import judge_context
 from ragline.answer.prompt import FALLBACK_ANSWER, GENERATOR_DECLINED, RELATED_NOT_ANSWER
 from ragline.answer.smalltalk import smalltalk_reply
@@ -147,6 +148,24 @@ def unsupported_sentences(text: str, citations: list[Citation]) -> list[str]:
     return [claim for claim, ok in by_claim.items() if not ok and claim and claim in text]
 
 
+def llm_busy_notice(error: str) -> str:
+    """The first words of an answer the extractive generator wrote because the
+    language model failed (``error`` says how; only its kind is shown)."""
+    low = error.lower()
+    if "high traffic" in low:
+        why = "high traffic, please try again in a few seconds"
+    elif "429" in low or "rate" in low:
+        why = "it is rate limited"
+    elif "timed out" in low:
+        why = "it did not answer in time"
+    else:
+        why = "it could not be reached"
+    return (
+        f"The language model is busy ({why}), so this answer quotes the most relevant "
+        "passages instead. "
+    )
+
+
 def is_fallback(text: str) -> bool:
     """True when a generator itself said the context does not hold the answer."""
     return FALLBACK_ANSWER.lower().rstrip(".") in " ".join(text.lower().split())
@@ -186,6 +205,7 @@ class Answerer:
             threshold=settings.evidence_threshold,
             claim_threshold=settings.evidence_claim_threshold,
         )
+        self.embed = embed
 
     def answer(
         self,
@@ -319,11 +339,16 @@ class Answerer:
         usage: dict[str, int] = {"context_tokens": context.token_count}
         error: str | None = None
         verify_ms = 0.0
+        generator: Generator = self.generator
+        wrote = False
         try:
-            for delta in self.generator.generate(request):
+            for delta in generator.generate(request):
                 usage.update(delta.usage)
                 if not delta.text:
                     continue
+                if not wrote:  # seed 002's "LLM first token" latency
+                    timings["first_token"] = (time.perf_counter() - t0) * 1000.0
+                wrote = True
                 yield StreamEvent("token", text=delta.text)
                 v0 = time.perf_counter()
                 found = tracker.feed(delta.text)
@@ -332,7 +357,21 @@ class Answerer:
                     yield StreamEvent("citation", citation=citation)
         except GenerationError as e:
             error = str(e)
-            yield StreamEvent("error", error=error)
+            if wrote or generator.name == "extractive":
+                yield StreamEvent("error", error=error)
+            else:  # nothing written yet: the extractive answer, with a notice saying why
+                generator = ExtractiveGenerator(
+                    self.embed, max_sentences=self.settings.extractive_max_sentences
+                )
+                notice = llm_busy_notice(error)
+                yield StreamEvent("token", text=notice)
+                tracker.feed(notice)
+                for delta in generator.generate(request):
+                    usage.update(delta.usage)
+                    if delta.text:
+                        yield StreamEvent("token", text=delta.text)
+                        for citation in tracker.feed(delta.text):
+                            yield StreamEvent("citation", citation=citation)
         timings["generate"] = (time.perf_counter() - t) * 1000.0 - verify_ms
         v0 = time.perf_counter()
         resolved = tracker.finish()
@@ -360,10 +399,11 @@ class Answerer:
             citations=citations,
             sources=[b.source() for b in context.blocks],
             confidence=confidence,
-            generator=self.generator.name,
-            model=self.generator.model,
+            generator=generator.name,
+            model=generator.model,
             fallback=fallback,
-            complete=error is None,
+            # the extractive stand-in is a whole answer; a cut stream is not
+            complete=error is None or generator is not self.generator,
             error=error,
             dropped_citations=resolved.dropped,
             usage=usage,

@@ -12,10 +12,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ragline.errors import FaultError
+
 Vectors = npt.NDArray[np.float32]  # shape (n, dimension), rows L2-normalised
 
 
-class EmbeddingError(RuntimeError):
+class EmbeddingError(FaultError):
     """An embedder could not produce vectors (bad model file, remote endpoint refused)."""
 
 

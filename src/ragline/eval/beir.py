@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragline.errors import InputError
 
-class DatasetError(ValueError):
+
+class DatasetError(InputError, ValueError):
     """A dataset file is missing or malformed (the message names file and line)."""
 
     def __init__(self, path: Path, line: int | None, reason: str) -> None:

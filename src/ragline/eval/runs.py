@@ -37,6 +37,10 @@ MEASURES: dict[str, Any] = {
     "recall@10": R @ 10,
     "recall@100": R @ 100,
     "p@5": P @ 5,
+    # the specifications' own cut-offs (seeds 001, 002): nDCG@5, top-3 recall, MRR
+    "ndcg@5": nDCG @ 5,
+    "recall@3": R @ 3,
+    "mrr": RR,
 }
 METRIC_NAMES: tuple[str, ...] = tuple(MEASURES)
 

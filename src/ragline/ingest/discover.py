@@ -2,33 +2,95 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def discover_files(root: Path, extensions: Iterable[str]) -> list[Path]:
+@dataclass(slots=True)
+class Discovery:
+    """The files a run reads, and the entries named like documents that cannot be
+    read as files (a FIFO, a socket, a symlink loop, a broken link), with why."""
+
+    files: list[Path] = field(default_factory=list)
+    rejected: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def resolved(path: Path) -> Path:
+    """``path`` made absolute with links resolved; a link loop stays as named."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return path.absolute()
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a document, or None for a regular file.
+
+    A FIFO is never opened: reading one blocks until a writer comes."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if e.errno == errno.ENOENT and path.is_symlink():
+            return "broken symbolic link"
+        return f"cannot read: {e.strerror or e}"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe), not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a regular file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a regular file"
+    return "not a regular file"
+
+
+def discover(root: Path, extensions: Iterable[str]) -> Discovery:
     """Supported files under ``root`` (or ``root`` itself), sorted, absolute.
 
     Hidden files and folders (``.git``, the ``.ragline`` index itself) are
     skipped; symlinked folders are not followed, so a link loop cannot hang a run.
+    Raises FileNotFoundError only when ``root`` does not exist at all.
     """
     exts = {e.lower() for e in extensions}
-    root = root.resolve()
-    if root.is_file():
-        return [root] if root.suffix.lower() in exts else []
-    if not root.is_dir():
+    out = Discovery()
+    if not os.path.lexists(root):
         raise FileNotFoundError(f"{root}: no such file or folder")
-    found: list[Path] = []
+    root = resolved(root)
+    if not root.is_dir():
+        if root.suffix.lower() in exts:
+            problem = not_a_file(root)
+            if problem is None:
+                out.files.append(root)
+            else:
+                out.rejected.append((root, problem))
+        return out
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in filenames:
             if name.startswith("."):
                 continue
             path = Path(dirpath) / name
-            if path.suffix.lower() in exts and path.is_file():
-                found.append(path)
-    return sorted(found)
+            if path.suffix.lower() not in exts:
+                continue
+            problem = not_a_file(path)
+            if problem is None:
+                out.files.append(path)
+            else:
+                out.rejected.append((path, problem))
+    out.files.sort()
+    out.rejected.sort()
+    return out
+
+
+def discover_files(root: Path, extensions: Iterable[str]) -> list[Path]:
+    """The readable files of :func:`discover`."""
+    return discover(root, extensions).files
 
 
 def chapter_of(path: Path, root: Path) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ragline.errors import InputError
 
-class IngestError(Exception):
+
+class IngestError(InputError):
     """A file could not be ingested; says which file, where, and why.
 
     ``str()`` reads like a compiler message (``docs/a.md:12: broken front matter: …``)

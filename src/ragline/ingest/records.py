@@ -55,6 +55,11 @@ def chunk_url(source: str, rel_path: str, anchor: str, base_url: str) -> str:
     return Path(source).as_uri() + frag
 
 
+#: Chapter and section of a chunk that has none (seed 002's defaults).
+UNKNOWN_CHAPTER = "Unknown"
+NO_SECTION = "N/A"
+
+
 def build_chunks(
     doc: ParsedDocument,
     drafts: Sequence[ChunkDraft],
@@ -73,7 +78,8 @@ def build_chunks(
     seen: dict[str, int] = {}
     chunks: list[Chunk] = []
     for i, d in enumerate(drafts):
-        section = d.heading_path[-1] if d.heading_path else doc.title
+        # seed 002's defaults for missing metadata (an empty heading, no title)
+        section = (d.heading_path[-1] if d.heading_path else doc.title) or NO_SECTION
         anchor = slugify(d.heading_path[-1]) if len(d.heading_path) > 1 else ""
         chunk = Chunk(
             id="",
@@ -81,7 +87,7 @@ def build_chunks(
             tenant=tenant,
             source=source,
             title=doc.title,
-            chapter=chapter or doc.title,
+            chapter=chapter or doc.title or UNKNOWN_CHAPTER,
             section=section,
             heading_path=tuple(d.heading_path),
             url=chunk_url(source, rel_path, anchor, base_url),

@@ -41,6 +41,8 @@ class IngestReport:
     skipped: list[str] = field(default_factory=list)  # unchanged content hash
     deleted: list[str] = field(default_factory=list)  # gone from disk, removed from the index
     failed: list[FileFailure] = field(default_factory=list)
+    #: indexed anyway, but worth fixing (a skipped heading level), with file and line
+    warnings: list[FileFailure] = field(default_factory=list)
     chunks: int = 0  # chunks written this run
     chunks_embedded: int = 0  # of those, vectors computed
     chunks_reused: int = 0  # of those, vectors reused (content unchanged)
@@ -61,6 +63,7 @@ class IngestReport:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["failed"] = [asdict(f) for f in self.failed]
+        d["warnings"] = [asdict(w) for w in self.warnings]
         d["per_chapter"] = {k: asdict(v) for k, v in sorted(self.per_chapter.items())}
         d["seconds"] = round(self.seconds, 3)
         d["stage_seconds"] = {k: round(v, 3) for k, v in self.stage_seconds.items()}

@@ -20,16 +20,20 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-from ragline.embed.base import Embedder, EmbeddingError
+from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.ingest.chunk import Chunker
-from ragline.ingest.discover import chapter_of, discover_files
+from ragline.ingest.discover import chapter_of, discover, resolved
 from ragline.ingest.errors import IngestError
+from ragline.ingest.failures import FailureMemory, Remembered
+from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
 from ragline.ingest.parse import OcrOptions, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
@@ -92,6 +96,13 @@ def in_scope(source: str, root: Path) -> bool:
     return source == r or source.startswith(r.rstrip("/") + "/")
 
 
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def _hash_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -130,7 +141,7 @@ class Indexer:
         """
         started = time.perf_counter()
         tenant = tenant or self.settings.tenant
-        root = root.resolve()
+        root = resolved(root)
         base = root if root.is_dir() else root.parent
         default_title = None if root.is_dir() else title
         report = IngestReport(
@@ -140,8 +151,11 @@ class Indexer:
             model=self.embedder.fingerprint.name,
         )
         check_model(self.store, self.embedder.fingerprint, record=True)
-        paths = discover_files(root, self.settings.extensions)
-        report.files = len(paths)
+        found = discover(root, self.settings.extensions)
+        paths = found.files
+        report.files = len(paths) + len(found.rejected)
+        for path, problem in found.rejected:
+            report.failed.append(FileFailure(_relative(path, base), problem))
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
 
         t0 = time.perf_counter()
@@ -168,20 +182,33 @@ class Indexer:
 
         plan = plan_sync(states, indexed)
         report.skipped = [s.path.relative_to(base).as_posix() for s in plan.unchanged]
+        memory = FailureMemory(self.settings.index_dir, tenant)
+        limits = (
+            f"max_file_bytes={self.settings.max_file_bytes};"
+            f"max_metadata_bytes={self.settings.max_metadata_bytes}"
+        )
         total_bytes = sum(s.size for s in plan.to_index)
         done_bytes = 0
         pending: list[_Pending] = []
         pending_new = 0
         for state in plan.to_index:
             rel = state.path.relative_to(base).as_posix()
+            known = memory.recall(state.source, state.file_hash, limits)
+            if known is not None:  # failed before with this very content: not parsed again
+                report.failed.append(FileFailure(rel, known.reason, known.line))
+                done_bytes += state.size
+                continue
+            item = None
             try:
                 item = self._prepare(state, rel, base, tenant, indexed, report, default_title)
+                memory.forget(state.source)
             except IngestError as e:
                 report.failed.append(FileFailure(rel, e.reason, e.line))
-                item = None
+                memory.remember(state.source, Remembered(state.file_hash, limits, e.reason, e.line))
             except Exception as e:  # a parser bug must not stop the other files
-                report.failed.append(FileFailure(rel, f"{type(e).__name__}: {e}"))
-                item = None
+                reason = f"{type(e).__name__}: {e}"
+                report.failed.append(FileFailure(rel, reason))
+                memory.remember(state.source, Remembered(state.file_hash, limits, reason, None))
             if item is not None:
                 pending.append(item)
                 pending_new += sum(v is None for v in item.vectors)
@@ -192,6 +219,7 @@ class Indexer:
             if progress:
                 progress(done_bytes, total_bytes, rel)
         self._flush(pending, report)
+        memory.save()
 
         names = [
             Path(r.source).relative_to(base).as_posix() if in_scope(r.source, base) else r.source
@@ -320,6 +348,7 @@ class Indexer:
             max_bytes=self.settings.max_file_bytes,
             default_title=default_title,
             ocr=ocr_options(self.settings),
+            max_metadata_bytes=self.settings.max_metadata_bytes,
             pdf_tables=self.settings.pdf_tables,
         )
         report.add_stage("parse", time.perf_counter() - t0)
@@ -339,6 +368,11 @@ class Indexer:
         indexed: dict[str, DocumentRecord],
         report: IngestReport,
     ) -> _Pending:
+        for line, message in [
+            *skipped_heading_levels(doc.blocks),
+            *missing_metadata(doc.blocks, chapter or doc.title),
+        ]:
+            report.warnings.append(FileFailure(rel, message, line))
         t1 = time.perf_counter()
         drafts = self.chunker.chunk(doc)
         t2 = time.perf_counter()
@@ -382,15 +416,11 @@ class Indexer:
         missing = {id(p): sum(v is None for v in p.vectors) for p in pending}
         if todo:
             t0 = time.perf_counter()
-            try:
-                vecs = self.embedder.embed_documents([p.chunks[i].embed_text for p, i in todo])
-            except EmbeddingError as e:
-                for p in pending:
-                    report.failed.append(FileFailure(p.rel, f"embedding failed: {e}"))
-                return
+            failed = self._embed_split([p for p in pending if missing[id(p)]], report)
             report.add_stage("embed", time.perf_counter() - t0)
-            for (p, i), v in zip(todo, vecs, strict=True):
-                p.vectors[i] = v
+            pending = [p for p in pending if id(p) not in failed]
+            if not pending:
+                return
         t0 = time.perf_counter()
         dim = self.embedder.dimension
         writes = [
@@ -414,6 +444,48 @@ class Indexer:
             report.tokens += p.record.token_count
             self._count_chapter(report, p.record.chapter, len(p.chunks), p.record.token_count)
         report.chunks_reused = report.chunks - report.chunks_embedded
+
+    def _embed_split(self, group: list[_Pending], report: IngestReport) -> set[int]:
+        """Embed the missing vectors of ``group``'s files in one call; when it fails,
+        split the files in halves and try each, so only a bad file fails (named in
+        the report). Returns the ids of the files that failed."""
+        todo = [(p, i) for p in group for i, v in enumerate(p.vectors) if v is None]
+        if not todo:
+            return set()
+        try:
+            vecs = self._embed_checked([p.chunks[i].embed_text for p, i in todo])
+        except EmbeddingError as e:
+            if len(group) == 1:
+                report.failed.append(FileFailure(group[0].rel, f"embedding failed: {e}"))
+                return {id(group[0])}
+            half = len(group) // 2
+            return self._embed_split(group[:half], report) | self._embed_split(group[half:], report)
+        for (p, i), v in zip(todo, vecs, strict=True):
+            p.vectors[i] = v
+        return set()
+
+    def _embed_checked(self, texts: list[str]) -> Vectors:
+        """The embedder's vectors, within the time limit, with the right shape and
+        finite values (a NaN would poison every search that touches the chunk)."""
+        limit = self.settings.embed_timeout_per_100_s * max(1, -(-len(texts) // 100))
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragline-embed")
+        try:
+            vecs = pool.submit(self.embedder.embed_documents, texts).result(timeout=limit)
+        except FutureTimeout:
+            raise EmbeddingError(
+                f"no vectors for {len(texts)} chunks within {limit:.0f} s "
+                "(RAGLINE_EMBED_TIMEOUT_PER_100_S)"
+            ) from None
+        finally:
+            pool.shutdown(wait=False)
+        expected = (len(texts), self.embedder.dimension)
+        if tuple(vecs.shape) != expected:
+            raise EmbeddingError(
+                f"the model returned vectors of shape {vecs.shape}, not {expected}"
+            )
+        if not np.isfinite(vecs).all():
+            raise EmbeddingError("the model returned NaN or infinite values")
+        return vecs
 
     @staticmethod
     def _count_chapter(report: IngestReport, chapter: str, chunks: int, tokens: int) -> None:

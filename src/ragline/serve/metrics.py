@@ -7,9 +7,13 @@ one worker per port (``--workers 1``) when exact totals matter.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import threading
+from collections import deque
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from ragline.latency import QUANTILES, quantiles
 from ragline.types import Answer
 
 #: Seconds; answers take from a few milliseconds (extractive) to tens of seconds (LLMs).
@@ -18,6 +22,8 @@ LATENCY_BUCKETS = (
 )  # fmt: skip
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: Recent samples per stage behind the p50/p95/p99 gauges (a sliding window).
+QUANTILE_WINDOW = 1024
 
 
 class ServeMetrics:
@@ -47,6 +53,22 @@ class ServeMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.first_token_seconds = Histogram(
+            "ragline_llm_first_token_seconds",
+            "Time from the question to the generator's first token, by endpoint.",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.stage_quantile_ms = Gauge(
+            "ragline_stage_latency_ms",
+            f"p50/p95/p99 of each answer stage over the last {QUANTILE_WINDOW} answers "
+            "(milliseconds; first_token included).",
+            ["stage", "quantile"],
+            registry=r,
+        )
+        self._recent: dict[str, deque[float]] = {}
+        self._recent_lock = threading.Lock()
         self.answers = Counter(
             "ragline_answers",
             "Answers by endpoint and outcome.",
@@ -87,6 +109,14 @@ class ServeMetrics:
         """Stage latencies, fallback and citation counts of one answer."""
         for stage, ms in answer.timings_ms.items():
             self.stage_seconds.labels(stage=stage).observe(max(ms, 0.0) / 1000.0)
+        if "first_token" in answer.timings_ms:
+            seconds = max(answer.timings_ms["first_token"], 0.0) / 1000.0
+            self.first_token_seconds.labels(endpoint=endpoint).observe(seconds)
+        with self._recent_lock:
+            for stage, ms in answer.timings_ms.items():
+                if "." not in stage:  # the answer's stages, not retrieve.* sub-stages
+                    window = self._recent.setdefault(stage, deque(maxlen=QUANTILE_WINDOW))
+                    window.append(ms)
         if answer.fallback:
             outcome = "fallback"
             self.fallbacks.inc()
@@ -102,4 +132,9 @@ class ServeMetrics:
         self.citations_unsupported.inc(sum(1 for c in answer.citations if not c.supported))
 
     def render(self) -> bytes:
+        with self._recent_lock:
+            recent = {stage: list(values) for stage, values in self._recent.items()}
+        for stage, values in recent.items():
+            for name, ms in quantiles(values, QUANTILES).items():
+                self.stage_quantile_ms.labels(stage=stage, quantile=name).set(ms)
         return generate_latest(self.registry)

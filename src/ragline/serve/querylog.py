@@ -36,20 +36,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragline.errors import FaultError
 from ragline.settings import Settings
 from ragline.types import Answer
 
 log = logging.getLogger(__name__)
 
 #: Version of the query log table; bump it and add a migration to change the table.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SQLITE_FILE = "querylog.sqlite3"
 SALT_FILE = "querylog.salt"
 #: How often (seconds) a writer deletes rows past ``QUERY_LOG_RETENTION_DAYS``.
 PRUNE_EVERY_S = 3600.0
 
 
-class QueryLogError(RuntimeError):
+class QueryLogError(FaultError):
     """The query log cannot be configured or read (writes never raise this)."""
 
 
@@ -77,9 +78,33 @@ class QueryLogRow:
     model: str = ""
     total_tokens: int = 0
     citations_unsupported: int = 0  # kept but flagged by the support verifier
+    #: seed 004's outcome: success | error | rate_limited | timeout (see status_label)
+    status: str = "success"
+    session_id: str | None = None
+    conversation_id: str | None = None
+    answer: str | None = None  # None in privacy mode
+    answer_hash: str | None = None
+    answer_chars: int = 0
+    cited_chunk_ids: list[str] = field(default_factory=list)
+    response_time_ms: float = 0.0
 
-    def record_answer(self, answer: Answer) -> None:
-        """Copy what the log keeps of a finished answer into this row."""
+    def finish(self, status_code: int, error: str | None, elapsed_ms: float) -> None:
+        """Set the outcome of the request (status code, seed status, error, time)."""
+        self.status_code = status_code
+        if error:
+            self.error = error[:500]
+        self.status = status_label(status_code, self.error)
+        self.response_time_ms = round(elapsed_ms, 3)
+
+    def record_answer(
+        self, answer: Answer, *, tokens: int | None = None, salt: str = "", privacy: bool = False
+    ) -> None:
+        """Copy what the log keeps of a finished answer into this row; ``tokens`` is the
+        total the API reported (the extractive generator reports no usage of its own)."""
+        self.answer = None if privacy else storable(answer.text)
+        self.answer_hash = _sha256(salt, answer.text)
+        self.answer_chars = len(answer.text)
+        self.cited_chunk_ids = list(dict.fromkeys(c.chunk_id for c in answer.citations))
         self.retrieved_chunk_ids = [s.hit.chunk.id for s in answer.sources]
         self.confidence_level = answer.confidence.level
         self.confidence_score = float(answer.confidence.score)
@@ -90,7 +115,8 @@ class QueryLogRow:
         self.citations_unsupported = sum(1 for c in answer.citations if not c.supported)
         self.generator = answer.generator
         self.model = answer.model
-        self.total_tokens = int(answer.usage.get("total_tokens", 0))
+        reported = int(answer.usage.get("total_tokens", 0))
+        self.total_tokens = tokens if tokens is not None else reported
         if answer.error and self.error is None:
             self.error = answer.error
 
@@ -113,7 +139,20 @@ class QueryLog(Protocol):
 
 
 def _sha256(salt: str, value: str) -> str:
-    return hashlib.sha256(f"{salt}\x00{value}".encode()).hexdigest()
+    # surrogatepass: a lone surrogate in a question hashes instead of raising
+    return hashlib.sha256(f"{salt}\x00{value}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def status_label(status_code: int, error: str | None = None) -> str:
+    """Seed 004's status of a request: success, rate_limited, timeout or error."""
+    if 200 <= status_code < 400:
+        return "success"
+    if status_code == 429:
+        return "rate_limited"
+    text = (error or "").lower()
+    if status_code in (408, 504) or "timed out" in text or "timeout" in text:
+        return "timeout"
+    return "error"
 
 
 def hash_ip(ip: str, salt: str) -> str:
@@ -148,8 +187,11 @@ def new_row(
     salt: str,
     privacy: bool,
     query_id: str | None = None,
+    session_id: str | None = None,
+    conversation_id: str | None = None,
 ) -> QueryLogRow:
-    """Start a row for a request: id, time, hashes, and the question unless ``privacy``."""
+    """Start a row for a request: id, time, hashes, and the question unless ``privacy``
+    (text that is not valid UTF-8, a lone surrogate, is stored with ``?`` for it)."""
     return QueryLogRow(
         query_id=query_id or uuid.uuid4().hex,
         created_at=utc_now(),
@@ -157,8 +199,15 @@ def new_row(
         endpoint=endpoint,
         ip_hash=hash_ip(ip, salt),
         question_hash=hash_question(question, salt),
-        question=None if privacy else question,
+        question=None if privacy else storable(question),
+        session_id=session_id,
+        conversation_id=conversation_id,
     )
+
+
+def storable(text: str) -> str:
+    """``text`` as valid UTF-8 (lone surrogates become ``?``) so a database takes it."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 COLUMNS: tuple[str, ...] = (
@@ -182,6 +231,14 @@ COLUMNS: tuple[str, ...] = (
     "generator",
     "model",
     "total_tokens",
+    "status",
+    "session_id",
+    "conversation_id",
+    "answer",
+    "answer_hash",
+    "answer_chars",
+    "cited_chunk_ids",
+    "response_time_ms",
 )
 
 
@@ -212,6 +269,14 @@ def to_record(row: QueryLogRow, *, privacy: bool = False) -> tuple[Any, ...]:
         row.generator,
         row.model,
         int(row.total_tokens),
+        row.status,
+        row.session_id,
+        row.conversation_id,
+        None if privacy else row.answer,
+        row.answer_hash,
+        int(row.answer_chars),
+        json.dumps(list(row.cited_chunk_ids)),
+        float(row.response_time_ms),
     )
 
 
@@ -247,6 +312,14 @@ def from_record(rec: Sequence[Any]) -> QueryLogRow:
         generator=str(d["generator"]),
         model=str(d["model"]),
         total_tokens=int(d["total_tokens"]),
+        status=str(d["status"]),
+        session_id=d["session_id"],
+        conversation_id=d["conversation_id"],
+        answer=d["answer"],
+        answer_hash=d["answer_hash"],
+        answer_chars=int(d["answer_chars"]),
+        cited_chunk_ids=[str(c) for c in _json(d["cited_chunk_ids"])],
+        response_time_ms=float(d["response_time_ms"]),
     )
 
 
@@ -326,6 +399,16 @@ SQLITE_MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE INDEX query_log_tenant_time ON query_log (tenant, created_at)",
         "CREATE INDEX query_log_time ON query_log (created_at)",
+    ),
+    2: (
+        "ALTER TABLE query_log ADD COLUMN status TEXT NOT NULL DEFAULT 'success'",
+        "ALTER TABLE query_log ADD COLUMN session_id TEXT",
+        "ALTER TABLE query_log ADD COLUMN conversation_id TEXT",
+        "ALTER TABLE query_log ADD COLUMN answer TEXT",
+        "ALTER TABLE query_log ADD COLUMN answer_hash TEXT",
+        "ALTER TABLE query_log ADD COLUMN answer_chars INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE query_log ADD COLUMN cited_chunk_ids TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE query_log ADD COLUMN response_time_ms REAL NOT NULL DEFAULT 0",
     ),
 }
 
@@ -533,6 +616,16 @@ _PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             total_tokens INTEGER NOT NULL
         )""",
         f"CREATE INDEX {_PG_TABLE}_tenant_time ON {_PG_TABLE} (tenant, created_at)",
+    ),
+    2: (
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN status TEXT NOT NULL DEFAULT 'success'",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN session_id TEXT",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN conversation_id TEXT",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN answer TEXT",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN answer_hash TEXT",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN answer_chars INTEGER NOT NULL DEFAULT 0",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN cited_chunk_ids JSONB NOT NULL DEFAULT '[]'",
+        f"ALTER TABLE {_PG_TABLE} ADD COLUMN response_time_ms DOUBLE PRECISION NOT NULL DEFAULT 0",
     ),
 }
 

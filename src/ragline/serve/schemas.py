@@ -24,6 +24,9 @@ class ErrorBody(BaseModel):
     message: str = Field(description="What went wrong, for a person (names the field).")
     status_code: int
     field: str | None = Field(None, description="The request field at fault, when one is.")
+    retry_after: int | None = Field(
+        None, description="On 429 and 503: seconds to wait before trying again."
+    )
 
 
 class SearchRequest(BaseModel):
@@ -42,16 +45,32 @@ class SearchRequest(BaseModel):
     )
 
 
-class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+#: The question's field names: ragline's own, then the specifications' aliases
+#: (seed 002 ``message``, seed 003 ``query``); the first one present is the question.
+QUESTION_FIELDS = ("question", "message", "query")
 
-    question: str = Field(
+
+class QueryRequest(BaseModel):
+    """ragline's request, which also takes the specifications' shapes: seed 002's
+    ``{session_id, message, selected_text, conversation_id}`` and seed 003's
+    ``{query}`` (aliases of ``question`` and ``context``; see docs/http-api.md)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"anyOf": [{"required": [name]} for name in QUESTION_FIELDS]},
+    )
+
+    question: str | None = Field(
+        None,
         description="The question (HTML stripped, whitespace collapsed).",
         examples=["What does the section chunker do with tables?"],
     )
+    message: str | None = Field(None, description="Alias of question (seed 002).")
+    query: str | None = Field(None, description="Alias of question (seed 003).")
     context: str | None = Field(
         None, description="Text the user selected; the question is about it."
     )
+    selected_text: str | None = Field(None, description="Alias of context (seed 002).")
     max_results: int | None = Field(None, description="Chunks to retrieve (default 10).")
     mode: SearchModeName | None = None
     filters: dict[str, FilterValue] | None = None
@@ -60,6 +79,24 @@ class QueryRequest(BaseModel):
         pattern=ID_PATTERN,
         description="Continue this conversation: its last messages are sent as history.",
     )
+    session_id: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="The client's session (seed 002); recorded in the query log.",
+    )
+
+    def question_field(self) -> tuple[str, str | None]:
+        """(field name, text) of the question: the first of QUESTION_FIELDS given."""
+        for name in QUESTION_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                return name, value
+        return "question", None
+
+    def context_text(self) -> tuple[str, str | None]:
+        if self.context is not None:
+            return "context", self.context
+        return ("selected_text", self.selected_text)
 
 
 class ConfidenceOut(BaseModel):
@@ -73,8 +110,13 @@ class SourceOut(BaseModel):
     label: str
     chunk_id: str
     chunk_ids: list[str]
+    doc_id: str
+    chunk_index: int
     title: str
+    chapter: str
     section: str
+    page: int | None = Field(description="The PDF page the chunk starts on (None for text).")
+    confidence: float = Field(description="The chunk's cosine relevance, clamped to 0–1.")
     heading_path: list[str]
     source: str
     url: str
@@ -89,8 +131,14 @@ class CitationOut(BaseModel):
     marker: str
     span: list[int]
     chunk_id: str
+    doc_id: str
+    chunk_index: int | None
     title: str
+    chapter: str
     section: str
+    page: int | None
+    snippet: str = Field(description="The supporting sentence (support_text).")
+    score: float | None = Field(description="The cited block's retrieval score.")
     source: str
     url: str
     anchor: str
@@ -118,6 +166,29 @@ class AnswerMetadata(BaseModel):
     timings_ms: dict[str, float]
     retrieval_mode: str
     total_tokens: int
+    chunks_retrieved: int
+    chunksRetrieved: int = Field(description="Alias of chunks_retrieved (seed 003).")
+    session_id: str | None = None
+
+
+class DebugOut(BaseModel):
+    """Seed 000's debug block."""
+
+    retrieval_ms: float
+    llm_ms: float
+    total_ms: float
+    model: str
+    chunks_retrieved: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RelatedDocOut(BaseModel):
+    doc_id: str
+    title: str
+    chapter: str
+    source: str
+    url: str
 
 
 class QueryResponse(BaseModel):
@@ -125,7 +196,13 @@ class QueryResponse(BaseModel):
     sources: list[SourceOut]
     citations: list[CitationOut]
     confidence: ConfidenceOut
+    confidence_score: float = Field(description="confidence.score as a number (seeds 000, 004).")
     metadata: AnswerMetadata
+    debug: DebugOut
+    response_time_ms: int = Field(description="The answer's total time (seed 004).")
+    relatedDocs: list[RelatedDocOut] = Field(
+        description="The documents the retrieved chunks come from (seed 003)."
+    )
 
 
 class HitOut(BaseModel):

@@ -18,26 +18,31 @@ Thread safety of the shared engine (one :class:`~ragline.engine.Ragline` per pro
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ragline.answer.answerer import Answerer, SearchOptions
 from ragline.answer.context import build_context
+from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest, Generator
 from ragline.answer.suggestions import corpus_topics
 from ragline.engine import Ragline
 from ragline.serve.auth import KeyStore
 from ragline.serve.conversations import ConversationStore
 from ragline.serve.documents import UploadRegistry
 from ragline.serve.metrics import ServeMetrics
+from ragline.serve.popular import PopularChunks
 from ragline.serve.querylog import QueryLog, QueryLogRow, load_salt, make_query_log, new_row
 from ragline.serve.ratelimit import RateLimiter, make_rate_limiter
 from ragline.settings import Settings
-from ragline.store.base import check_model
-from ragline.types import Answer, SearchResult, Source, StreamEvent
+from ragline.store.base import StoreError, check_model
+from ragline.store.retrying import call_with_retry
+from ragline.types import Answer, Confidence, SearchResult, Source, StreamEvent
 
 log = logging.getLogger("ragline.serve")
 
@@ -54,6 +59,50 @@ def new_query_id() -> str:
     return uuid.uuid4().hex
 
 
+class LLMGate:
+    """Counts the answers waiting on (or streaming from) the language model; past
+    ``limit`` (0 = none) a request gets the extractive answer with a high-traffic
+    notice at once instead of queueing behind the others."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.limit and self.waiting >= self.limit:
+                return False
+            self.waiting += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.waiting -= 1
+
+
+class Busy:
+    """A generator standing in for the language model while the gate is full: it
+    fails at once, so the answerer gives the extractive answer with the notice."""
+
+    def __init__(self, name: str, model: str, limit: int) -> None:
+        self._name, self._model, self.limit = name, model, limit
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def generate(self, request: GenerationRequest) -> Iterator[Delta]:
+        raise GenerationError(
+            f"high traffic: {self.limit} answers are already waiting for the language model"
+        )
+        yield Delta()  # pragma: no cover - makes this a generator
+
+
 class AnswerRun:
     """One answer in progress: its events, plus the numbered sources its citations
     point at (rebuilt from the same retrieval the answerer used, on first need)."""
@@ -64,18 +113,47 @@ class AnswerRun:
         self._sources: dict[int, Source] | None = None
         rag = state.rag
         base = rag.answerer
-        self.answerer = Answerer(
-            rag.settings,
-            self._search,
-            base.generator,
-            base.verifier.embed,
-            base.count_tokens,
-            suggest=lambda: corpus_topics(rag.store.documents(tenant)),
-        )
+
+        def answerer(generator: Generator) -> Answerer:
+            return Answerer(
+                rag.settings,
+                self._search,
+                generator,
+                base.verifier.embed,
+                base.count_tokens,
+                suggest=lambda: corpus_topics(rag.store.documents(tenant)),
+            )
+
+        self.answerer = answerer(base.generator)
+        #: Why the answer is degraded (the store was down), or None.
+        self.degraded: str | None = None
+        self._gated = base.generator.name != "extractive"
+        self._busy = answerer(Busy(base.generator.name, base.generator.model, state.llm_gate.limit))
 
     def _search(self, query: str, **options: Any) -> SearchResult:
-        self._result = self._state.rag.search(query, **options)
-        return self._result
+        """The engine's search, retried once; while the store cannot answer, the
+        cached popular chunks (the answer is then marked low confidence)."""
+        state = self._state
+        try:
+            result = state.search(query, **options)
+        except StoreError as exc:
+            k = options.get("top_k") or state.rag.settings.retrieval_top_k
+            hits = state.popular.search(query, k, options.get("filters") or {})
+            if not hits:
+                raise
+            log.warning("store unavailable (%s); answering from %d cached chunks", exc, len(hits))
+            self.degraded = (
+                f"the index is unavailable, so this answer comes from {len(hits)} "
+                "often-retrieved passages kept in memory"
+            )
+            result = SearchResult(query, "cache", hits, {})
+        self._result = result
+        return result
+
+    @property
+    def retrieved(self) -> int:
+        """How many chunks the retrieval returned (0 before it ran, or for a greeting)."""
+        return len(self._result.hits) if self._result is not None else 0
 
     def source(self, number: int) -> Source | None:
         """The context block ``[number]`` as a Source (the answer's own list, once done)."""
@@ -98,16 +176,26 @@ class AnswerRun:
         options: SearchOptions,
     ) -> Iterator[StreamEvent]:
         """The answerer's events (in a worker thread: every step may block)."""
-        lock = self._state.generate_lock
-        if lock is None:
-            yield from self.answerer.stream(
-                question, history=history, selected_text=selected_text, **options
-            )
-            return
-        with lock:
-            yield from self.answerer.stream(
-                question, history=history, selected_text=selected_text, **options
-            )
+        gate = self._state.llm_gate
+        entered = self._gated and gate.enter()
+        answerer = self.answerer if entered or not self._gated else self._busy
+        try:
+            lock = self._state.generate_lock
+            with lock if lock is not None else contextlib.nullcontext():
+                for event in answerer.stream(
+                    question, history=history, selected_text=selected_text, **options
+                ):
+                    yield self._marked(event)
+        finally:
+            if entered:
+                gate.leave()
+
+    def _marked(self, event: StreamEvent) -> StreamEvent:
+        """The final answer marked low confidence, with the reason, when degraded."""
+        if self.degraded is None or event.type != "done" or event.answer is None:
+            return event
+        low = Confidence(score=event.answer.confidence.score, level="low", reason=self.degraded)
+        return replace(event, answer=replace(event.answer, confidence=low))
 
     def answer(
         self,
@@ -141,13 +229,19 @@ class ServeState:
         self.uploads = UploadRegistry(index_dir / "uploads")
         self.write_lock = threading.Lock()
         self.generate_lock = threading.Lock() if rag.settings.generator == "local" else None
+        self.llm_gate = LLMGate(settings.llm_max_waiting)
+        self.popular = PopularChunks(settings.popular_chunks)
+        self.warm_started = 0.0  # time.monotonic() of the last warm-up
         self.ready = False
         self.ready_error = ""
+        #: The warm-up running in a worker thread (set by the app's lifespan).
+        self.warm_task: asyncio.Task[None] | None = None
 
     def warm(self) -> None:
         """Build the engine's parts once (model, store, answerer) and check the model:
         the readiness probe passes only after this."""
         rag = self.rag
+        self.ready_error = ""
         try:
             rag.embedder.embed_query("warm up")
             check_model(rag.store, rag.embedder.fingerprint)
@@ -162,6 +256,23 @@ class ServeState:
             raise
         self.ready = True
 
+    def try_warm(self) -> None:
+        """:meth:`warm` for a retry: a failure is recorded (``ready_error``), not raised."""
+        with contextlib.suppress(Exception):
+            self.warm()
+
+    def search(self, query: str, **options: Any) -> SearchResult:
+        """The engine's search with one retry on a store fault; a success feeds the
+        popular-chunks cache."""
+        s = self.settings
+        result = call_with_retry(
+            lambda: self.rag.search(query, **options),
+            retries=s.store_retries,
+            backoff_s=s.store_retry_backoff_s,
+        )
+        self.popular.record(result.hits)
+        return result
+
     def log_row(self, row: QueryLogRow) -> None:
         """Write a query log row; a failure is counted and warned about, never raised."""
         try:
@@ -172,7 +283,16 @@ class ServeState:
         if not ok:
             self.metrics.query_log_failures.inc()
 
-    def start_row(self, caller: Caller, endpoint: str, question: str, query_id: str) -> QueryLogRow:
+    def start_row(
+        self,
+        caller: Caller,
+        endpoint: str,
+        question: str,
+        query_id: str | None = None,
+        *,
+        session_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> QueryLogRow:
         return new_row(
             tenant=caller.tenant,
             endpoint=endpoint,
@@ -180,7 +300,9 @@ class ServeState:
             question=question,
             salt=self.salt,
             privacy=self.settings.query_log_privacy,
-            query_id=query_id,
+            query_id=query_id or new_query_id(),
+            session_id=session_id,
+            conversation_id=conversation_id,
         )
 
     def close(self) -> None:

@@ -14,13 +14,15 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from ragline.errors import InputError
+
 #: Elements whose content is never text a person typed.
 _DROPPED = frozenset({"script", "style", "template", "noscript"})
 #: Control characters other than whitespace (they collapse anyway).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-class RequestProblem(ValueError):
+class RequestProblem(InputError, ValueError):
     """A request the API refuses: the HTTP status, a short code and the field at fault."""
 
     def __init__(
@@ -222,6 +224,20 @@ def clean_text(text: str) -> str:
 MARKUP_FACTOR = 20
 
 
+def check_unicode(value: str, field: str) -> str:
+    """``value`` when it is valid Unicode text; a lone surrogate (JSON ``"\\ud800"``)
+    is not, and no tokenizer, hash or database can take it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestProblem(
+            f"{field} is not valid Unicode text: a lone surrogate "
+            f"(U+{ord(value[exc.start]):04X}) at character {exc.start}",
+            field=field,
+        ) from None
+    return value
+
+
 def clean_field(value: str, field: str, *, min_chars: int, max_chars: int) -> str:
     """``value`` cleaned (:func:`clean_text`) and length-checked, after refusing raw text
     over :data:`MARKUP_FACTOR` times the limit unread."""
@@ -231,6 +247,7 @@ def clean_field(value: str, field: str, *, min_chars: int, max_chars: int) -> st
             f"{max_chars} characters of text",
             field=field,
         )
+    check_unicode(value, field)
     return check_length(clean_text(value), field, min_chars=min_chars, max_chars=max_chars)
 
 

@@ -15,10 +15,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.errors import FaultError
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 
-class StoreError(RuntimeError):
+class StoreError(FaultError):
     """The store could not do what was asked (I/O, corrupt index, bad filter)."""
 
 

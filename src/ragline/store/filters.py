@@ -56,6 +56,9 @@ DOCUMENT_FILTER_FIELDS: Mapping[str, type] = {
 }
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: Integer columns stored in 32 bits (the rest in 64): a value outside is refused
+#: here, not by the engine with its SQL in the message.
+INT32_FIELDS = frozenset({"chunk_index", "token_count", "word_count", "page"})
 
 
 def sql_literal(value: Scalar) -> str:
@@ -100,6 +103,13 @@ def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
             f"filter field {name!r} expects {expected.__name__}, "
             f"got {type(value).__name__} {value!r}"
         )
+    if expected is int:
+        bits = 32 if name in INT32_FIELDS else 64
+        if not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
+            raise ValueError(
+                f"filter field {name!r}: {value} is outside the column's range "
+                f"({bits}-bit integers)"
+            )
 
 
 def to_sql_predicate(

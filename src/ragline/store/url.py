@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ragline.errors import InputError
+
 StoreKind = Literal["lance", "postgres", "qdrant"]
 
 _POSTGRES_SCHEMES = ("postgres", "postgresql")
@@ -30,7 +32,7 @@ _PG_OWN_PARAMS = frozenset({"schema"})
 _QDRANT_PARAMS = frozenset({"collection", "api_key"})
 
 
-class StoreUrlError(ValueError):
+class StoreUrlError(InputError, ValueError):
     """A STORE_URL (or DATABASE_URL) that names no store ragline knows."""
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ragline.answer.context import Context
+from ragline.errors import FaultError
 
 ROLES = ("user", "assistant")
 
 
-class GenerationError(RuntimeError):
+class GenerationError(FaultError):
     """Generation failed (endpoint refused, timed out, stream cut); the deltas
     already yielded are a partial answer."""
 

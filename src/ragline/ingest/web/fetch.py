@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from ragline.errors import FaultError
 
-class FetchError(Exception):
+
+class FetchError(FaultError):
     """A page could not be fetched (network error, HTTP error, too large)."""
 
     def __init__(self, message: str, status: int = 0) -> None:

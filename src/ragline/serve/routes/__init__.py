@@ -1,0 +1,1 @@
+"""One ``APIRouter`` per area of the HTTP API; ``ragline.serve.app`` includes them."""

@@ -1,0 +1,96 @@
+"""Input that used to get through to a 500 or a leaky 503: lone surrogates, integer
+filters beyond their column, and 405s with a wrong ``Allow`` header."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from .conftest import LiveServer
+
+#: Things an error body must never show: SQL, file paths, the tenant column.
+INTERNALS = re.compile(r"SELECT|WHERE|tenant\s*=|/tmp/|/home/|\.py\b|Traceback", re.I)
+
+
+def post_raw(c: httpx.Client, path: str, raw: str) -> httpx.Response:
+    return c.post(path, content=raw.encode(), headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "field"),
+    [
+        ("/api/query", '{"question": "what is \\ud800 rrf?"}', "question"),
+        ("/api/query", '{"question": "what is rrf?", "context": "x \\udfff y"}', "context"),
+        ("/api/chat", '{"message": "what is \\ud800 rrf?"}', "message"),
+        ("/api/search", '{"query": "rrf \\ud800"}', "query"),
+        (
+            "/v1/chat/completions",
+            '{"model": "ragline", "messages": [{"role": "user", "content": "rrf \\ud800?"}]}',
+            "messages",
+        ),
+    ],
+)
+def test_lone_surrogate_is_a_400_naming_the_field(
+    docs_server: LiveServer, path: str, raw: str, field: str
+) -> None:
+    with docs_server.client() as c:
+        r = post_raw(c, path, raw)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["field"] == field and "surrogate" in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("page", 2**63), ("page", 2**31), ("chunk_index", -(2**40)), ("start_char", 2**63)],
+)
+def test_integer_filter_out_of_range_is_a_400(
+    docs_server: LiveServer, key: str, value: int
+) -> None:
+    with docs_server.client() as c:
+        for path, q in (("/api/search", "query"), ("/api/query", "question")):
+            r = c.post(path, json={q: "what is rrf?", "filters": {key: value}})
+            assert r.status_code == 400, r.text
+            body = r.json()
+            assert body["field"] == f"filters.{key}" and "range" in body["message"]
+            assert not INTERNALS.search(r.text)
+        ok = c.post("/api/search", json={"query": "what is rrf?", "filters": {key: 3}})
+        assert ok.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/api/documents", {"GET", "POST"}),
+        ("PATCH", "/api/documents/abc", {"GET", "DELETE"}),
+        ("GET", "/api/query", {"POST"}),
+        ("DELETE", "/api/conversations", {"GET"}),
+        ("POST", "/healthz", {"GET"}),
+    ],
+)
+def test_405_names_every_allowed_method(
+    docs_server: LiveServer, method: str, path: str, allowed: set[str]
+) -> None:
+    with docs_server.client() as c:
+        r = c.request(method, path)
+    assert r.status_code == 405
+    got = {m.strip() for m in r.headers["allow"].split(",")} - {"HEAD"}
+    assert got == allowed
+    assert r.json()["status_code"] == 405
+
+
+def test_metric_labels_are_route_templates(docs_server: LiveServer) -> None:
+    """Ids in paths must not become label values (one series per id)."""
+    from .conftest import metric_value
+
+    with docs_server.client() as c:
+        c.get("/api/documents/nope-1")
+        c.get("/api/documents/nope-2")
+        text = c.get("/metrics").text
+    assert "nope-1" not in text
+    seen = metric_value(
+        text, "ragline_http_requests_total", endpoint="/api/documents/{doc_id}", status="404"
+    )
+    assert seen >= 2

@@ -1,0 +1,151 @@
+"""The store going away under a running server (a real PostgreSQL stopped and
+started again; LanceDB's index folder moved away and back): answers keep coming from
+the cached popular chunks, marked low confidence with the reason; a search that has no
+cache gets a clear 503; readiness and answers come back by themselves."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ragline.embed.base import Embedder
+from ragline.engine import Ragline
+from ragline.settings import Settings
+
+from .conftest import LiveServer, start_server, stop_server
+
+REPO = Path(__file__).resolve().parents[2]
+QUESTION = "What does the section chunker do with tables?"
+INTERNALS = ("SELECT", "postgres", "/tmp/", "tenant =")
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def assert_degraded_then_back(
+    live: LiveServer, break_store: Callable[[], None], fix_store: Callable[[], None]
+) -> None:
+    with live.client() as c:
+        normal = c.post("/api/query", json={"question": QUESTION}).json()
+        assert normal["confidence"]["level"] in {"high", "medium"}
+        break_store()
+        r = c.post("/api/query", json={"question": QUESTION})
+        assert r.status_code == 200, r.text
+        degraded = r.json()
+        assert degraded["confidence"]["level"] == "low"
+        assert "unavailable" in degraded["confidence"]["reason"]
+        assert degraded["answer"] and degraded["citations"]
+        miss = c.post("/api/search", json={"query": "zebra giraffe octopus"})
+        assert miss.status_code == 503
+        assert not any(word in miss.text for word in INTERNALS), miss.text
+        assert c.get("/readyz").status_code == 503
+        fix_store()
+        assert wait_for(lambda: c.get("/readyz").status_code == 200)
+        back = c.post("/api/query", json={"question": QUESTION}).json()
+        assert back["confidence"]["level"] in {"high", "medium"}
+        assert "unavailable" not in back["confidence"]["reason"]
+
+
+def test_postgres_stopped_and_started(
+    tmp_path: Path, embedder: Embedder, make_pg_server: Callable[[], Any]
+) -> None:
+    server = make_pg_server()
+    settings = Settings(
+        index_dir=tmp_path / "index", store_url=server.url(), pg_max_retries=0,
+        pg_connect_timeout_s=2, rate_limit_per_minute=0, warm_retry_s=0.5,
+        store_retry_backoff_s=0.05,
+    )  # fmt: skip
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        assert rag.ingest(REPO / "docs").indexed
+    finally:
+        rag.close()
+    live = start_server(settings, embedder)
+    try:
+        assert_degraded_then_back(live, server.stop, server.start)
+    finally:
+        if not server.running():
+            server.start()
+        stop_server(live)
+
+
+def test_postgres_down_at_start_up_recovers_without_restart(
+    tmp_path: Path, embedder: Embedder, make_pg_server: Callable[[], Any]
+) -> None:
+    server = make_pg_server()
+    settings = Settings(
+        index_dir=tmp_path / "index", store_url=server.url(), pg_max_retries=0,
+        pg_connect_timeout_s=2, rate_limit_per_minute=0, warm_retry_s=0.5,
+    )  # fmt: skip
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        assert rag.ingest(REPO / "docs").indexed
+    finally:
+        rag.close()
+    server.stop()
+    rag = Ragline(settings, embedder=embedder)
+    import socket
+    import threading
+
+    import uvicorn
+
+    from ragline.serve.app import create_app
+
+    app = create_app(settings, rag=rag)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(base_url=url, timeout=60) as c:
+            assert wait_for(lambda: _status(c, "/readyz") == 503)
+            r = c.post("/api/query", json={"question": QUESTION})
+            assert r.status_code == 503 and r.json()["error"] == "unavailable"
+            assert not any(word in r.text for word in INTERNALS), r.text
+            server.start()
+            assert wait_for(lambda: _status(c, "/readyz") == 200)
+            r = c.post("/api/query", json={"question": QUESTION})
+            assert r.status_code == 200 and r.json()["citations"]
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=15)
+        rag.close()
+
+
+def _status(c: httpx.Client, path: str) -> int:
+    try:
+        return c.get(path).status_code
+    except httpx.TransportError:
+        return 0
+
+
+def test_lance_folder_moved_away_and_back(
+    tmp_path: Path, docs_index: Path, embedder: Embedder
+) -> None:
+    index = tmp_path / "index"
+    shutil.copytree(docs_index, index)
+    aside = tmp_path / "aside"
+    settings = Settings(
+        index_dir=index, rate_limit_per_minute=0, warm_retry_s=0.5, store_retry_backoff_s=0.05
+    )
+    live = start_server(settings, embedder)
+    lance = index / "lance"  # the LanceDB folder (tables and meta.json)
+    try:
+        assert_degraded_then_back(live, lambda: lance.rename(aside), lambda: aside.rename(lance))
+    finally:
+        if aside.exists():
+            aside.rename(lance)
+        stop_server(live)
