@@ -67,6 +67,17 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
             terms_path=terms,
             hnsw_ef=settings.ann_ef,
         )
+    if location.kind == "falkordb":
+        from ragline.store.graph import GraphStore
+
+        return GraphStore(
+            location.target,
+            dimension=dimension,
+            graph=location.options.get("graph") or "ragline",
+            hnsw_m=settings.hnsw_m,
+            hnsw_ef_construction=settings.hnsw_ef_construction,
+            hnsw_ef=max(settings.ann_ef, 200),
+        )
     from ragline.store.lance import LanceStore
 
     return LanceStore(
