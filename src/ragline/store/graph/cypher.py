@@ -178,19 +178,22 @@ MATCH (c:Chunk)
 WITH c, 1.0 - vec.cosineDistance(c.embedding, vecf32($v)) AS sim
 RETURN c.id AS hit, sim /*ROWS*/ ORDER BY sim DESC, hit LIMIT $k
 """
-#: Graph expansion of the hits $ids in one query: the NEXT_CHUNK neighbours up to
-#: /*WINDOW*/ steps away (a variable-length bound cannot be a parameter), the parent
-#: document's title, and (when $section) the other chunks of the hit's section.
+#: Graph expansion of the hits $ids in one query: the chunks NEXT_CHUNK reaches
+#: within /*WINDOW*/ steps (a variable-length bound cannot be a parameter) and, when
+#: $section, the chunks of the parent document that share the hit's section within
+#: $span positions (Chunk→Document←Chunk).
 EXPAND = f"""
 UNWIND $ids AS hid
 MATCH (h:Chunk {{id: hid}})-[:BELONGS_TO]->(d:Document)
 OPTIONAL MATCH (h)-[:NEXT_CHUNK*1../*WINDOW*/]-(n:Chunk)
 WITH hid, h, d, collect(DISTINCT n) AS near
 OPTIONAL MATCH (s:Chunk)-[:BELONGS_TO]->(d)
-WHERE $section AND s.section = h.section AND s.section <> '' AND s.id <> h.id
-WITH hid, d, near + collect(DISTINCT s) AS related
-UNWIND related AS c
-RETURN DISTINCT hid, d.title, {CHUNK_RETURN}
+WHERE $section AND s.section = h.section AND s.id <> h.id
+  AND abs(s.chunk_index - h.chunk_index) <= $span
+WITH hid, near, collect(DISTINCT s) AS same
+UNWIND near + same AS c
+WITH DISTINCT hid, c
+RETURN hid, {CHUNK_RETURN}
 """
 
 

@@ -483,21 +483,20 @@ class GraphStore:
     # ---------------------------------------------------------------- expansion
 
     def related_chunks(
-        self, ids: Sequence[str], window: int, same_section: bool
+        self, ids: Sequence[str], window: int, same_section: bool, span: int
     ) -> dict[str, list[Chunk]]:
-        """For each hit id, its NEXT_CHUNK neighbours up to ``window`` steps away and
-        (``same_section``) the other chunks of its section, in one Cypher query."""
+        """For each hit id, the chunks NEXT_CHUNK reaches within ``window`` steps and
+        (``same_section``) its section's chunks within ``span``: one Cypher query."""
         if not ids or (window < 1 and not same_section):
             return {}
         query = cypher.fill(cypher.EXPAND, window=max(1, window))
-        params = {"ids": list(dict.fromkeys(ids)), "section": same_section}
+        params = {"ids": list(dict.fromkeys(ids)), "section": same_section, "span": span}
         with self._lock:
             self._fresh()
             rows = self._query("graph expansion", query, params)
         out: dict[str, list[Chunk]] = {}
         for row in rows:
-            c = row_chunk(row[2:])
-            out.setdefault(str(row[0]), []).append(c)
+            out.setdefault(str(row[0]), []).append(row_chunk(row[1:]))
         return out
 
     # -------------------------------------------------------------- maintenance
