@@ -205,3 +205,27 @@ def test_store_url_selects_postgres_for_every_command(
     assert report["searches_agreeing"] == report["searches_checked"] > 0
     again = runner.invoke(app, ["migrate", "--to", f"lance://{target}"], env=env)
     assert again.exit_code == 2 and "--force" in again.output
+
+
+@pytest.mark.parametrize("kind", ["chroma", "chroma_local", "falkordb"])
+def test_migrate_to_chroma_and_falkordb(
+    kind: str, lance_index: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`ragline migrate --to chroma://… | chroma+local://… | falkordb://…` copies the
+    index and proves the copy, like the other targets; a second copy is refused."""
+    name = schema_name()
+    if kind == "chroma":
+        url = str(request.getfixturevalue("chroma_url")).replace("http://", "chroma://")
+        target = f"{url}/{name}"
+    elif kind == "chroma_local":
+        target = f"chroma+local://{tmp_path / 'chroma'}"
+    else:
+        target = f"{request.getfixturevalue('falkordb_url')}/{name}"
+    env = {"RAGLINE_INDEX_DIR": str(lance_index.parent), "STORE_URL": ""}
+    moved = runner.invoke(app, ["migrate", "--to", target, "--json"], env=env)
+    assert moved.exit_code == 0, moved.output
+    report = json.loads(moved.stdout)
+    assert report["ok"] and report["chunks"] == CHUNKS
+    assert report["searches_agreeing"] == report["searches_checked"] > 0
+    again = runner.invoke(app, ["migrate", "--to", target], env=env)
+    assert again.exit_code == 2 and "--force" in again.output
