@@ -77,6 +77,7 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
             hnsw_m=settings.hnsw_m,
             hnsw_ef_construction=settings.hnsw_ef_construction,
             hnsw_ef=max(settings.ann_ef, 200),
+            boosts=settings.boosts,
         )
     from ragline.store.lance import LanceStore
 
