@@ -115,3 +115,14 @@ def test_a_server_without_an_append_only_file_is_refused(tmp_path: Path) -> None
             GraphStore(server.url(), dimension=DIM, graph="kg")
     finally:
         server.stop()
+
+
+def test_a_foreign_graph_of_the_same_name_is_left_alone(falkordb_url: str) -> None:
+    from falkordb import FalkorDB
+
+    host, port = falkordb_url.split("://", 1)[1].split(":")
+    foreign = FalkorDB(host=host, port=int(port)).select_graph("theirs")
+    foreign.query("CREATE (:Person {name: 'Ada'})")
+    with pytest.raises(StoreError, match="holds no ragline store"):
+        GraphStore(falkordb_url, dimension=DIM, graph="theirs")
+    assert foreign.query("MATCH (p:Person) RETURN p.name").result_set == [["Ada"]]

@@ -117,8 +117,14 @@ class GraphStore:
             self._check_persistence()
             raw = self._call("reading the store state", self._redis.get, self._key)
             if raw is None:
+                existing = {_text(g) for g in self._redis.execute_command("GRAPH.LIST")}
+                if graph in existing:
+                    raise StoreError(
+                        f"FalkorDB {self.url}: graph {graph!r} exists but holds no ragline "
+                        "store (no ragline:<graph>:store key); choose another graph name"
+                    )
                 state = GraphState(graph, 0, dimension, None)
-                self._create_graph(state)
+                self._create_graph(state, replace=False)
                 self._redis.set(self._key, state.to_json())
                 self._state = state
             else:
@@ -210,7 +216,9 @@ class GraphStore:
 
         self._call(what, run)
 
-    def _create_graph(self, state: GraphState) -> None:
+    def _create_graph(self, state: GraphState, replace: bool = True) -> None:
+        """Indexes and the statistics node of a new graph (``replace``: drop a leftover
+        graph of that name first, e.g. from an interrupted rebuild)."""
         m, efc, ef = self.hnsw
         b = self.index_boosts
         statements = [
@@ -221,8 +229,9 @@ class GraphStore:
             *cypher.RANGE_INDEXES,
             cypher.INIT_STATS,
         ]
-        with contextlib.suppress(Exception):
-            self._redis.execute_command("GRAPH.DELETE", state.graph)
+        if replace:
+            with contextlib.suppress(Exception):
+                self._redis.execute_command("GRAPH.DELETE", state.graph)
         for statement in statements:
             self._query("creating the schema", statement, graph=state.graph)
 
@@ -568,3 +577,7 @@ class GraphStore:
 def _read_only(query: str) -> bool:
     head = query.lstrip().upper()
     return not any(w in head for w in ("CREATE", "MERGE", "DELETE", " SET ", "\nSET "))
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
