@@ -467,13 +467,30 @@ class ChromaStore:
     def vector_candidates(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
-        return [(c.id, s) for c, s in self._vector(query, k, filters, rows=False)]
+        """Ids come from the record ids (``<write>:<chunk id>``): no metadata is read."""
+        got = self._query_vector(query, k, filters, [])
+        pairs = [
+            (rid.split(":", 1)[1], 1.0 - float(dist))
+            for rid, dist in zip(got["ids"][0], got["distances"][0], strict=True)
+        ]
+        pairs.sort(key=lambda p: (-p[1], p[0]))
+        return pairs
 
-    def _vector(
-        self, query: Vectors, k: int, filters: Filters | None, *, rows: bool
-    ) -> list[tuple[Chunk, float]]:
+    def _vector(self, query: Vectors, k: int, filters: Filters | None) -> list[tuple[Chunk, float]]:
+        got = self._query_vector(query, k, filters, ["metadatas", "documents"])
+        metas, docs = got["metadatas"][0], got["documents"][0]
+        out = [
+            (metadata_chunk(m, d), 1.0 - float(dist))
+            for m, d, dist in zip(metas, docs, got["distances"][0], strict=True)
+        ]
+        out.sort(key=lambda cs: (-cs[1], cs[0].id))
+        return out
+
+    def _query_vector(
+        self, query: Vectors, k: int, filters: Filters | None, include: list[str]
+    ) -> dict[str, Any]:
         if k <= 0:
-            return []
+            return {"ids": [[]], "distances": [[]], "metadatas": [[]], "documents": [[]]}
         where = to_where(filters)
         with self._lock:
             state = self._fresh()
@@ -486,29 +503,18 @@ class ChromaStore:
             if not np.isfinite(q).all():
                 raise StoreError("query vector contains NaN or infinite values")
             col = self._chunks(state.chunks)
-            include = ["metadatas", "distances"] + (["documents"] if rows else [])
-            got = self._call(
+            got: dict[str, Any] = self._call(
                 "vector search",
                 col.query,
                 query_embeddings=[q],
                 n_results=k,
                 where=where,
-                include=include,
+                include=["distances", *include],
             )
-        metas = got["metadatas"][0]
-        docs = got["documents"][0] if rows else [None] * len(metas)
-        out = [
-            (metadata_chunk(m, d), 1.0 - float(dist))
-            for m, d, dist in zip(metas, docs, got["distances"][0], strict=True)
-        ]
-        out.sort(key=lambda cs: (-cs[1], cs[0].id))
-        return out
+        return got
 
     def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        return [
-            Hit(chunk=c, score=s, vector_score=s)
-            for c, s in self._vector(query, k, filters, rows=True)
-        ]
+        return [Hit(chunk=c, score=s, vector_score=s) for c, s in self._vector(query, k, filters)]
 
     def keyword_candidates(
         self,
