@@ -5,7 +5,8 @@ in-scope answer passes when a citation names a chunk of an expected section; an
 out-of-scope one when it is the fallback), run once per expansion setting on one
 index: none (the shipped default), neighbours ±1, the hit's section, both. The
 context budget (``max_context_tokens``) and expansion budget are the shipped ones.
-The default stays off unless an expansion passes more questions on both splits.
+The rule fixed before the first run: the default stays off unless an expansion passes
+more questions on both splits (results/expansion.md says how it came out).
 
 Run: python benchmarks/expansion.py [--index DIR] [--d2l ../shared/data/d2l-en]
 Writes benchmarks/results/expansion.md (and prints it).
