@@ -197,6 +197,16 @@ class TermIndex:
             params += [self.k1, self.k1, self.b, self.b, k]
             return [(str(c), float(s)) for c, s in self._db.execute(sql, params)]
 
+    def passing(self, ids: Sequence[str], filters: Filters) -> set[str]:
+        """Those of ``ids`` whose chunk passes ``filters`` (for post-filtering ANN hits)."""
+        predicate = to_sql_predicate(filters)
+        if not ids:
+            return set()
+        marks = ", ".join("?" * len(ids))
+        sql = f"SELECT id FROM chunks WHERE id IN ({marks}) AND ({predicate})"
+        with self._lock:
+            return {str(r[0]) for r in self._db.execute(sql, list(ids))}
+
     def count(self) -> int:
         with self._lock:
             row = self._db.execute("SELECT count(*) FROM chunks").fetchone()

@@ -125,7 +125,8 @@ class ChromaStore:
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
     the store's collections (Chroma wants at least 3 characters); ``terms_path``:
     the SQLite term index (default: ``<folder>/ragline-bm25.sqlite`` in local mode,
-    required for a server); ``hnsw_ef``: HNSW search breadth for new collections.
+    required for a server); ``hnsw_ef``: HNSW search breadth for new collections;
+    ``oversample``: unfiltered candidates per wanted hit of a filtered search.
     """
 
     def __init__(
@@ -136,6 +137,7 @@ class ChromaStore:
         collection: str = "ragline",
         terms_path: Path | None = None,
         hnsw_ef: int = 128,
+        oversample: int = 4,
         bm25_k1: float = bm25.K1,
         bm25_b: float = bm25.B,
     ) -> None:
@@ -146,6 +148,7 @@ class ChromaStore:
         self.location = str(location)
         self.name = collection
         self.hnsw_ef = hnsw_ef
+        self.oversample = max(1, oversample)
         self._server = self.location.startswith(("http://", "https://"))
         if terms_path is None:
             if self._server:
@@ -467,24 +470,36 @@ class ChromaStore:
     def vector_candidates(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
-        """Ids come from the record ids (``<write>:<chunk id>``): no metadata is read."""
-        got = self._query_vector(query, k, filters, [])
+        """Ids come from the record ids (``<write>:<chunk id>``): no metadata is read.
+
+        Chroma's filtered HNSW search is slow when the filter passes most chunks
+        (measured: 3 ms unfiltered, 73 ms with a tenant filter that passes all of
+        10k chunks, k = 200), and every search carries a tenant filter. So a filtered
+        search first takes the ``oversample·k`` nearest chunks unfiltered and keeps
+        those the term index's copy of the filter columns passes; only when fewer
+        than k pass (and the collection holds more) does Chroma filter itself.
+        """
+        if k <= 0:
+            return []
+        to_where(filters)  # a bad filter fails before any search
+        if filters:
+            n = k * self.oversample
+            pairs = self._pairs(self._query_vector(query, n, None, []))
+            with self._lock:
+                allowed = self._terms().passing([cid for cid, _ in pairs], filters)
+            kept = [p for p in pairs if p[0] in allowed]
+            if len(kept) >= k or len(pairs) < n:
+                return kept[:k]
+        return self._pairs(self._query_vector(query, k, filters, []))
+
+    @staticmethod
+    def _pairs(got: Mapping[str, Any]) -> list[tuple[str, float]]:
         pairs = [
             (rid.split(":", 1)[1], 1.0 - float(dist))
             for rid, dist in zip(got["ids"][0], got["distances"][0], strict=True)
         ]
         pairs.sort(key=lambda p: (-p[1], p[0]))
         return pairs
-
-    def _vector(self, query: Vectors, k: int, filters: Filters | None) -> list[tuple[Chunk, float]]:
-        got = self._query_vector(query, k, filters, ["metadatas", "documents"])
-        metas, docs = got["metadatas"][0], got["documents"][0]
-        out = [
-            (metadata_chunk(m, d), 1.0 - float(dist))
-            for m, d, dist in zip(metas, docs, got["distances"][0], strict=True)
-        ]
-        out.sort(key=lambda cs: (-cs[1], cs[0].id))
-        return out
 
     def _query_vector(
         self, query: Vectors, k: int, filters: Filters | None, include: list[str]
@@ -514,7 +529,11 @@ class ChromaStore:
         return got
 
     def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        return [Hit(chunk=c, score=s, vector_score=s) for c, s in self._vector(query, k, filters)]
+        pairs = self.vector_candidates(query, k, filters)
+        chunks = self.chunks_for([cid for cid, _ in pairs])
+        return [
+            Hit(chunk=chunks[cid], score=s, vector_score=s) for cid, s in pairs if cid in chunks
+        ]
 
     def keyword_candidates(
         self,
