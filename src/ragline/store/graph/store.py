@@ -153,9 +153,16 @@ class GraphStore:
         while True:
             try:
                 return fn(*args, **kwargs)
-            except redis.exceptions.BusyLoadingError as exc:
+            except (redis.exceptions.BusyLoadingError, redis.exceptions.ResponseError) as exc:
+                # LOADING (a restart reads its append-only file) and BUSY (the server
+                # prepares the fork of an AOF rewrite) both pass: wait and retry.
+                busy = isinstance(exc, redis.exceptions.BusyLoadingError) or str(exc).startswith(
+                    ("BUSY", "LOADING")
+                )
+                if not busy:
+                    raise StoreError(f"FalkorDB {self.url}: {what} failed: {exc}") from exc
                 if time.monotonic() > deadline:
-                    raise StoreError(f"FalkorDB {self.url}: still loading its data") from exc
+                    raise StoreError(f"FalkorDB {self.url}: still busy: {exc}") from exc
                 time.sleep(0.1)
             except (StoreError, ValueError):
                 raise
@@ -210,9 +217,14 @@ class GraphStore:
             pipe = self._redis.pipeline(transaction=True)
             for query, params in statements:
                 pipe.execute_command("GRAPH.QUERY", name, self._text(query, params))
-            for result in pipe.execute(raise_on_error=False):
-                if isinstance(result, Exception):
-                    raise StoreError(f"FalkorDB {self.url}: {what} failed: {result}")
+            results = pipe.execute(raise_on_error=False)
+            errors = [r for r in results if isinstance(r, Exception)]
+            if errors and len(errors) == len(results) and str(errors[0]).startswith("BUSY"):
+                # the server refused the whole transaction (an AOF rewrite forks): it ran
+                # none of it, so running it again is safe
+                raise errors[0]
+            if errors:
+                raise StoreError(f"FalkorDB {self.url}: {what} failed: {errors[0]}")
 
         self._call(what, run)
 
