@@ -22,8 +22,10 @@ every statement lives. Why it is built the way it is:
 * **Vector search** uses the HNSW vector index; a filtered search takes
   ``oversample·k`` index candidates and filters them, and when fewer than k pass
   it ranks the filtered chunks exactly, so a filter never shortens top-k.
-* While the server reloads its data it answers ``LOADING``; calls retry for
-  ``loading_wait_s``.
+* While the server reloads its data it answers ``LOADING``, while it prepares
+  the fork of an append-only-file rewrite ``BUSY``; calls retry for
+  ``loading_wait_s``. A transaction is retried only when the server ran none of
+  it; a statement failing inside one raises (Redis does not roll back).
 """
 
 from __future__ import annotations
@@ -154,10 +156,11 @@ class GraphStore:
             try:
                 return fn(*args, **kwargs)
             except (redis.exceptions.BusyLoadingError, redis.exceptions.ResponseError) as exc:
-                # LOADING (a restart reads its append-only file) and BUSY (the server
-                # prepares the fork of an AOF rewrite) both pass: wait and retry.
+                # LOADING (a restart reads its append-only file), BUSY (the server
+                # prepares the fork of an AOF rewrite) and EXECABORT (a transaction
+                # refused while queueing, so none of it ran) pass: wait and retry.
                 busy = isinstance(exc, redis.exceptions.BusyLoadingError) or str(exc).startswith(
-                    ("BUSY", "LOADING")
+                    ("BUSY", "LOADING", "EXECABORT")
                 )
                 if not busy:
                     raise StoreError(f"FalkorDB {self.url}: {what} failed: {exc}") from exc
