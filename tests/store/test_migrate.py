@@ -124,6 +124,14 @@ def test_results_agree_allows_ties_but_not_other_hits() -> None:
     assert results_agree(a, hits(("y", 2.0), ("x", 2.0), ("z", 1.0)), "keyword_score", 0.8)
     assert not results_agree(a, hits(("q", 1.5), ("x", 1.0)), "keyword_score", 0.8)
     assert not results_agree(a, [], "keyword_score", 0.8)
+    # a tie at the cut: other chunks with the same scores are the same ranking
+    tied = hits(("x", 3.0), ("p", 1.0), ("q", 1.0), ("r", 1.0))
+    assert results_agree(
+        tied, hits(("x", 3.0), ("s", 1.0), ("t", 1.0), ("u", 1.0)), "keyword_score", 0.8
+    )
+    assert not results_agree(
+        tied, hits(("x", 3.0), ("s", 1.0), ("t", 0.9), ("u", 0.9)), "keyword_score", 0.8
+    )
 
 
 def test_lance_to_postgres_copies_everything_and_verifies(lance_index: Path, pg_url: str) -> None:
