@@ -219,7 +219,9 @@ class Retriever:
         ``mode`` defaults to hybrid when ``HYBRID_SEARCH_ENABLED``, else vector;
         ``filters`` are equality tests pushed down to the store, and the settings'
         tenant is added unless they name one; ``expand`` adds that many chunks
-        before/after each hit (default ``settings.expand_neighbours``).
+        before/after each hit (default ``settings.expand_neighbours``), and
+        ``settings.expand_section`` the rest of each hit's section; an explicit
+        ``expand=0`` turns both off (evaluation rankings, benchmarks).
 
         Order: retrieve (``max(candidates, top_k)`` deep) → fuse → cosine for
         keyword-only hits → threshold → rerank (``rrf_rerank`` only) → cut to
@@ -228,6 +230,7 @@ class Retriever:
         ``max(rerank_depth, top_k)`` hits so every returned hit was reranked.
         """
         s = self.settings
+        section = self.settings.expand_section and expand != 0
         query, mode, top_k, expand = self._validate(query, mode, top_k, expand)
         scope: Filters = dict(filters or {})
         scope.setdefault("tenant", s.tenant)
@@ -305,8 +308,8 @@ class Retriever:
             clock.lap("rerank")
 
         hits = _with_ranks(hits[:top_k])
-        if (s.expand_section or _has(store, "related_chunks")) and (expand > 0 or s.expand_section):
-            hits = self._expand_graph(hits, expand) if hits else hits
+        if (section or _has(store, "related_chunks")) and (expand > 0 or section):
+            hits = self._expand_graph(hits, expand, section) if hits else hits
             clock.lap("expand")
         elif expand > 0 and hits:
             hits = expand_neighbours(
@@ -319,28 +322,28 @@ class Retriever:
 
         return SearchResult(query=query, mode=mode, hits=hits, timings_ms=clock.stop())
 
-    def _expand_graph(self, hits: list[Hit], window: int) -> list[Hit]:
-        """Graph expansion: neighbours and (``expand_section``) the hit's section, from
+    def _expand_graph(self, hits: list[Hit], window: int, section: bool) -> list[Hit]:
+        """Graph expansion: neighbours and (``section``) the hit's section, from
         the store's one-query lookup when it has one, else its neighbour lookup."""
         s = self.settings
         span = s.expand_section_span
         if _has(self.store, "related_chunks"):
             related = cast(RelatedChunksReader, self.store).related_chunks(
-                [h.chunk.id for h in hits], window, s.expand_section, span
+                [h.chunk.id for h in hits], window, section, span
             )
         else:
             related = related_by_index(
                 hits,
                 self.store.chunks_by_index,
                 window=window,
-                same_section=s.expand_section,
+                same_section=section,
                 span=span,
             )
         return expand_graph(
             hits,
             related,
             window=window,
-            same_section=s.expand_section,
+            same_section=section,
             token_budget=s.expand_token_budget,
         )
 
