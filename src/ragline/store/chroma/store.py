@@ -233,9 +233,10 @@ class ChromaStore:
             self._collections = {name: col}
         return col
 
-    def _terms(self) -> TermIndex:
-        """The term index, rebuilt from Chroma first when it mirrors another generation."""
-        state = self._fresh()
+    def _terms(self, state: _State | None = None) -> TermIndex:
+        """The term index, rebuilt from Chroma first when it mirrors another generation
+        (``state``: the store record just read, to save a round trip)."""
+        state = state or self._fresh()
         if self.terms.generation() != state.generation:
             col = self._chunks(state.chunks)
             batches = ([c for c, _ in b] for b in self._scan(col, None, with_vectors=False))
@@ -486,7 +487,7 @@ class ChromaStore:
             n = k * self.oversample
             pairs = self._pairs(self._query_vector(query, n, None, []))
             with self._lock:
-                allowed = self._terms().passing([cid for cid, _ in pairs], filters)
+                allowed = self._terms(self._state).passing([cid for cid, _ in pairs], filters)
             kept = [p for p in pairs if p[0] in allowed]
             if len(kept) >= k or len(pairs) < n:
                 return kept[:k]
