@@ -150,10 +150,16 @@ OPTIONAL MATCH (t:Term) WHERE t.k IN $keys
 RETURN s.n0, s.t0, s.n1, s.t1, s.n2, s.t2, collect([t.k, t.df])
 """
 #: $q: [{k, f, w, a, b, boost}] with w = count·idf·(k1+1), a = k1·(1−b), b = k1·b/avgdl:
-#: per chunk and field Σ w·tf/(tf + a + b·dl), then the best boosted field.
+#: per chunk and field Σ w·tf/(tf + a + b·dl), then the best boosted field. The WITHs
+#: keep the planner starting from the Term index: with the filter next to the MATCH,
+#: FalkorDB scanned the filtered chunks and their edges instead (10 s vs 20 ms a
+#: query on SciFact's 9k chunks).
 BM25_SEARCH = """
 UNWIND $q AS q
-MATCH (t:Term {k: q.k})<-[h:HAS_TERM]-(c:Chunk)
+MATCH (t:Term {k: q.k})
+WITH q, t
+MATCH (t)<-[h:HAS_TERM]-(c:Chunk)
+WITH q, h, c
 /*WHERE*/
 WITH c, q.f AS f, max(q.boost) AS boost,
      sum(q.w * h.tf / (h.tf + q.a + q.b *
