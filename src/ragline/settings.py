@@ -181,6 +181,12 @@ class Settings(BaseSettings):
     rerank_depth: int = Field(30, ge=1, le=1000)
     expand_neighbours: int = Field(0, ge=0, le=10, description="Chunks before/after each hit.")
     expand_token_budget: int = Field(2000, ge=0)
+    expand_section: bool = Field(
+        False, description="Graph expansion: also add the rest of each hit's section."
+    )
+    expand_section_span: int = Field(
+        4, ge=0, le=50, description="How many positions away a section's chunks are sought."
+    )
     ann_min_rows: int = Field(50_000, ge=0, description="Below this, vector search is exact.")
     ann_ef: int = Field(100, ge=1, le=10_000, description="HNSW ef at query time.")
     ann_nprobes: int = Field(20, ge=1, le=10_000)

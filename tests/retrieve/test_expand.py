@@ -6,7 +6,12 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from ragline.retrieve.expand import expand_neighbours
+from ragline.retrieve.expand import (
+    context_around,
+    expand_graph,
+    expand_neighbours,
+    related_by_index,
+)
 from ragline.types import Chunk, Hit
 
 ChunkFactory = Callable[..., Chunk]
@@ -138,3 +143,62 @@ def test_rejects_negative_arguments(
     docs = FakeDocs(make_chunk, {"d": [10]})
     with pytest.raises(ValueError, match=message):
         expand_neighbours([docs.hit("d", 0, 1)], docs.fetch, window=window, token_budget=budget)
+
+
+# ------------------------------------------------------------- graph expansion
+
+
+def _graph(docs: FakeDocs, hits: list[Hit], window: int, section: bool, budget: int) -> list[Hit]:
+    related = related_by_index(hits, docs.fetch, window=window, same_section=section, span=4)
+    return expand_graph(hits, related, window=window, same_section=section, token_budget=budget)
+
+
+@pytest.mark.parametrize("window", [1, 2, 3])
+@pytest.mark.parametrize("budget", [0, 15, 25, 1000])
+def test_graph_expansion_without_sections_equals_neighbour_expansion(
+    make_chunk: ChunkFactory, window: int, budget: int
+) -> None:
+    docs = FakeDocs(make_chunk, {"d": [10, 7, 12, 9, 10, 11, 10], "e": [5, 6, 7]})
+    hits = [docs.hit("d", 3, 1), docs.hit("e", 0, 2), docs.hit("d", 5, 3)]
+    expected = expand_neighbours(hits, docs.fetch, window=window, token_budget=budget)
+    assert layout(_graph(docs, hits, window, False, budget)) == layout(expected)
+
+
+def test_section_expansion_adds_the_unbroken_run_of_the_hits_section(
+    make_chunk: ChunkFactory,
+) -> None:
+    sections = ["Intro", "Loss", "Loss", "Loss", "Other", "Loss", "Loss"]
+    docs = FakeDocs(make_chunk, {"d": [10] * 7})
+    docs.docs["d"] = [
+        make_chunk(f"d-{i}", doc_id="d", chunk_index=i, token_count=10, section=s)
+        for i, s in enumerate(sections)
+    ]
+    hits = [docs.hit("d", 2, 1)]
+    # window 0: only the section run (1..3), never the later "Loss" chunks past "Other"
+    assert layout(_graph(docs, hits, 0, True, 1000)) == [
+        ("d-1", "d-2"),
+        ("d-2", None),
+        ("d-3", "d-2"),
+    ]
+    # window 2 adds neighbours past the section as well, nearest first (−1, +1, −2)
+    # until the budget stops it before +2
+    assert [cid for cid, _ in layout(_graph(docs, hits, 2, True, 30))] == [
+        "d-0",
+        "d-1",
+        "d-2",
+        "d-3",
+    ]
+    # an empty section is no section
+    docs.docs["d"] = [
+        make_chunk(f"d-{i}", doc_id="d", chunk_index=i, token_count=10, section="")
+        for i in range(7)
+    ]
+    assert layout(_graph(docs, [docs.hit("d", 2, 1)], 0, True, 1000)) == [("d-2", None)]
+
+
+def test_context_around_orders_nearest_first(make_chunk: ChunkFactory) -> None:
+    chunks = [make_chunk(f"c{i}", doc_id="d", chunk_index=i, section="S") for i in range(6)]
+    order = context_around(chunks[3], chunks, window=2, same_section=False)
+    assert [c.id for c in order] == ["c2", "c4", "c1", "c5"]
+    order = context_around(chunks[3], chunks, window=0, same_section=True)
+    assert [c.id for c in order] == ["c2", "c4", "c1", "c5", "c0"]

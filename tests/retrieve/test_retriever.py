@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ragline.embed.base import Embedder, Vectors
 from ragline.embed.onnx import OnnxEmbedder
+from ragline.engine import Ragline
 from ragline.retrieve.rerank import HeuristicReranker
 from ragline.retrieve.retriever import TIMING_KEYS, Retriever
 from ragline.settings import Settings
@@ -407,3 +409,22 @@ def test_rejects_bad_input(
     query = kwargs.pop("query")
     with pytest.raises(ValueError, match=message):
         retriever.search(query, **kwargs)
+
+
+def test_section_expansion_follows_settings_and_an_explicit_zero_turns_it_off(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    docs = tmp_path / "sec"
+    docs.mkdir()
+    body = " ".join(f"Sentence {i} about momentum in optimisation." for i in range(60))
+    other = " ".join(f"Line {i} on unrelated gardening topics." for i in range(60))
+    (docs / "a.md").write_text(f"# Notes\n\n## Momentum\n\n{body}\n\n## Garden\n\n{other}\n")
+    rag = make_rag(expand_section=True, chunk_max_tokens=64, chunk_min_tokens=8)
+    rag.ingest(docs)
+    hits = rag.search("Sentence 3 about momentum", top_k=1).hits
+    primary = [h for h in hits if h.expanded_from is None]
+    added = [h for h in hits if h.expanded_from is not None]
+    assert len(primary) == 1 and added
+    assert {h.chunk.section for h in added} == {primary[0].chunk.section}
+    bare = rag.search("Sentence 3 about momentum", top_k=1, expand=0).hits
+    assert [h.chunk.id for h in bare] == [primary[0].chunk.id]

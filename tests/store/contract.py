@@ -82,15 +82,45 @@ def _make_postgres(env: ContractEnv) -> Store:
     return PostgresStore(env.options["url"], dimension=env.dimension, schema=env.name)
 
 
+def _make_chroma(env: ContractEnv) -> Store:
+    from ragline.store.chroma import ChromaStore
+
+    return ChromaStore(
+        env.options["url"],
+        dimension=env.dimension,
+        collection=env.name,
+        terms_path=env.path / "chroma-terms.sqlite",
+    )
+
+
+def _make_chroma_local(env: ContractEnv) -> Store:
+    from ragline.store.chroma import ChromaStore
+
+    return ChromaStore(env.path / "chroma", dimension=env.dimension, collection=env.name)
+
+
+def _make_falkordb(env: ContractEnv) -> Store:
+    from ragline.store.graph import GraphStore
+
+    return GraphStore(env.options["url"], dimension=env.dimension, graph=env.name)
+
+
 #: Store name → factory. Every contract test runs once per entry.
 STORE_BACKENDS: dict[str, StoreFactory] = {
     "lance": _make_lance,
     "qdrant": _make_qdrant,
     "postgres": _make_postgres,
+    "chroma": _make_chroma,
+    "chroma_local": _make_chroma_local,
+    "falkordb": _make_falkordb,
 }
 
 #: Store name → {option name: pytest fixture name} resolved into ``ContractEnv.options``.
-BACKEND_FIXTURES: dict[str, dict[str, str]] = {"postgres": {"url": "pg_url"}}
+BACKEND_FIXTURES: dict[str, dict[str, str]] = {
+    "postgres": {"url": "pg_url"},
+    "chroma": {"url": "chroma_url"},
+    "falkordb": {"url": "falkordb_url"},
+}
 
 
 # ------------------------------------------------------------------- helpers

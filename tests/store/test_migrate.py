@@ -124,6 +124,14 @@ def test_results_agree_allows_ties_but_not_other_hits() -> None:
     assert results_agree(a, hits(("y", 2.0), ("x", 2.0), ("z", 1.0)), "keyword_score", 0.8)
     assert not results_agree(a, hits(("q", 1.5), ("x", 1.0)), "keyword_score", 0.8)
     assert not results_agree(a, [], "keyword_score", 0.8)
+    # a tie at the cut: other chunks with the same scores are the same ranking
+    tied = hits(("x", 3.0), ("p", 1.0), ("q", 1.0), ("r", 1.0))
+    assert results_agree(
+        tied, hits(("x", 3.0), ("s", 1.0), ("t", 1.0), ("u", 1.0)), "keyword_score", 0.8
+    )
+    assert not results_agree(
+        tied, hits(("x", 3.0), ("s", 1.0), ("t", 0.9), ("u", 0.9)), "keyword_score", 0.8
+    )
 
 
 def test_lance_to_postgres_copies_everything_and_verifies(lance_index: Path, pg_url: str) -> None:
@@ -204,4 +212,28 @@ def test_store_url_selects_postgres_for_every_command(
     assert report["ok"] and report["chunks"] == chunks
     assert report["searches_agreeing"] == report["searches_checked"] > 0
     again = runner.invoke(app, ["migrate", "--to", f"lance://{target}"], env=env)
+    assert again.exit_code == 2 and "--force" in again.output
+
+
+@pytest.mark.parametrize("kind", ["chroma", "chroma_local", "falkordb"])
+def test_migrate_to_chroma_and_falkordb(
+    kind: str, lance_index: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`ragline migrate --to chroma://… | chroma+local://… | falkordb://…` copies the
+    index and proves the copy, like the other targets; a second copy is refused."""
+    name = schema_name()
+    if kind == "chroma":
+        url = str(request.getfixturevalue("chroma_url")).replace("http://", "chroma://")
+        target = f"{url}/{name}"
+    elif kind == "chroma_local":
+        target = f"chroma+local://{tmp_path / 'chroma'}"
+    else:
+        target = f"{request.getfixturevalue('falkordb_url')}/{name}"
+    env = {"RAGLINE_INDEX_DIR": str(lance_index.parent), "STORE_URL": ""}
+    moved = runner.invoke(app, ["migrate", "--to", target, "--json"], env=env)
+    assert moved.exit_code == 0, moved.output
+    report = json.loads(moved.stdout)
+    assert report["ok"] and report["chunks"] == CHUNKS
+    assert report["searches_agreeing"] == report["searches_checked"] > 0
+    again = runner.invoke(app, ["migrate", "--to", target], env=env)
     assert again.exit_code == 2 and "--force" in again.output

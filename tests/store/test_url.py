@@ -31,6 +31,24 @@ IDX = Path("/srv/idx")
         ("postgresql://db/rag", StoreLocation("postgres", "postgresql://db/rag", {})),
         ("qdrant://q1:6333", StoreLocation("qdrant", "http://q1:6333", {})),
         (
+            "chroma://c1:8000/docs",
+            StoreLocation("chroma", "http://c1:8000", {"collection": "docs"}),
+        ),
+        ("chroma://c1:8000", StoreLocation("chroma", "http://c1:8000", {"collection": "ragline"})),
+        (
+            "chroma+https://c1/docs",
+            StoreLocation("chroma", "https://c1", {"collection": "docs"}),
+        ),
+        (
+            "chroma+local:///tmp/c?collection=kb",
+            StoreLocation("chroma", "/tmp/c", {"collection": "kb"}),
+        ),
+        ("chroma+local:///tmp/c", StoreLocation("chroma", "/tmp/c", {})),
+        (
+            "falkordb://g1:6379/kg",
+            StoreLocation("falkordb", "redis://g1:6379", {"graph": "kg"}),
+        ),
+        (
             "qdrant+https://cloud.example:6333?collection=docs&api_key=k",
             StoreLocation(
                 "qdrant", "https://cloud.example:6333", {"collection": "docs", "api_key": "k"}
@@ -61,6 +79,11 @@ def test_bare_postgres_reads_database_url() -> None:
         ("qdrant://q:6333?shards=3", "unknown parameter"),
         ("postgres://db/x?schema=", "empty"),
         ("qdrant+local://", "needs a folder"),
+        ("chroma+local://", "needs a folder"),
+        ("chroma+local:///x?shards=2", "unknown parameter"),
+        ("chroma:///docs", "no host"),
+        ("chroma://c:8000/a/b", "one name"),
+        ("falkordb://g:6379/kg?x=1", "takes no parameters"),
     ],
 )
 def test_bad_urls_say_what_is_wrong(url: str, message: str) -> None:

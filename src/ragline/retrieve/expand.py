@@ -4,11 +4,17 @@ A chunk cut at a boundary often lacks the sentence before or after that makes it
 answerable; adding its neighbours (within a token budget) restores that context
 without making chunks larger for every query. Pure: the caller passes ``fetch``,
 usually ``store.chunks_by_index``.
+
+Graph expansion (seed 001's optional step, :func:`expand_graph`) adds, besides
+the neighbours, the rest of the hit's section (the chunks that reach its
+document, Chunk→Document←Chunk, and share its section), in one query on the
+graph store and through the same neighbour lookup on every other store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from ragline.types import Chunk, Hit
 
@@ -99,3 +105,108 @@ def expand_neighbours(
 def _nearest_first(window: int) -> list[int]:
     """Offsets −1, +1, −2, +2, … ±window."""
     return [o for d in range(1, window + 1) for o in (-d, d)]
+
+
+# ------------------------------------------------------------- graph expansion
+
+
+@runtime_checkable
+@runtime_checkable
+class RelatedChunksReader(Protocol):
+    """Optional on a store: the chunks around each hit in one call (the graph
+    store walks NEXT_CHUNK and Chunk→Document←Chunk in one Cypher query)."""
+
+    def related_chunks(
+        self, ids: Sequence[str], window: int, same_section: bool, span: int
+    ) -> dict[str, list[Chunk]]:
+        """hit id → chunks of its document up to ``window`` positions away, and
+        (``same_section``) those of its section up to ``span`` positions away."""
+        ...
+
+
+def related_by_index(
+    hits: Sequence[Hit], fetch: FetchChunks, *, window: int, same_section: bool, span: int
+) -> dict[str, list[Chunk]]:
+    """:meth:`RelatedChunksReader.related_chunks` for any store, from its neighbour
+    lookup: one ``fetch`` per document of every position within reach of a hit."""
+    reach = max(window, span if same_section else 0)
+    wanted: dict[str, set[int]] = {}
+    for h in hits:
+        c = h.chunk
+        wanted.setdefault(c.doc_id, set()).update(
+            range(max(0, c.chunk_index - reach), c.chunk_index + reach + 1)
+        )
+    fetched = {doc: list(fetch(doc, sorted(idx))) for doc, idx in wanted.items() if reach > 0}
+    out: dict[str, list[Chunk]] = {}
+    for h in hits:
+        c = h.chunk
+        out[c.id] = [
+            n
+            for n in fetched.get(c.doc_id, [])
+            if n.id != c.id and abs(n.chunk_index - c.chunk_index) <= reach
+        ]
+    return out
+
+
+def context_around(
+    hit: Chunk, related: Sequence[Chunk], *, window: int, same_section: bool
+) -> list[Chunk]:
+    """The chunks graph expansion adds to one hit, nearest first (−1, +1, −2, …):
+    its neighbours up to ``window`` away, and with ``same_section`` the unbroken run
+    of chunks on either side that share the hit's (non-empty) section. Pure: every
+    store gets the same answer from the same chunks."""
+    by_index = {c.chunk_index: c for c in related if c.doc_id == hit.doc_id and c.id != hit.id}
+    chosen = {i for i in by_index if 0 < abs(i - hit.chunk_index) <= window}
+    if same_section and hit.section:
+        for step in (-1, 1):
+            i = hit.chunk_index + step
+            while i in by_index and by_index[i].section == hit.section:
+                chosen.add(i)
+                i += step
+    order = sorted(chosen, key=lambda i: (abs(i - hit.chunk_index), i - hit.chunk_index))
+    return [by_index[i] for i in order]
+
+
+def expand_graph(
+    hits: list[Hit],
+    related: Mapping[str, Sequence[Chunk]],
+    *,
+    window: int,
+    same_section: bool,
+    token_budget: int,
+) -> list[Hit]:
+    """Hits with the chunks :func:`context_around` gives each, within the budget.
+
+    The same rules as :func:`expand_neighbours` (which this equals when
+    ``same_section`` is off): better-ranked hits first, nearest chunks first,
+    chunks already present skipped, adding stops for good at the first chunk
+    that would pass ``token_budget``; each hit's group reads in document order.
+    """
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    if token_budget < 0:
+        raise ValueError(f"token_budget must be >= 0, got {token_budget}")
+    present_ids = {h.chunk.id for h in hits}
+    out: list[Hit] = []
+    used = 0
+    exhausted = False
+    for h in hits:
+        before: list[Hit] = []
+        after: list[Hit] = []
+        around = context_around(
+            h.chunk, related.get(h.chunk.id, ()), window=window, same_section=same_section
+        )
+        for chunk in () if exhausted else around:
+            if chunk.id in present_ids:
+                continue
+            if used + chunk.token_count > token_budget:
+                exhausted = True
+                break
+            used += chunk.token_count
+            present_ids.add(chunk.id)
+            added = Hit(chunk=chunk, score=h.score, rank=h.rank, expanded_from=h.chunk.id)
+            (before if chunk.chunk_index < h.chunk.chunk_index else after).append(added)
+        before.sort(key=lambda n: n.chunk.chunk_index)
+        after.sort(key=lambda n: n.chunk.chunk_index)
+        out += [*before, h, *after]
+    return out

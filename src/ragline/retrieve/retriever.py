@@ -15,7 +15,12 @@ from typing import Literal, get_args
 import numpy as np
 
 from ragline.embed.base import Embedder, Vectors
-from ragline.retrieve.expand import expand_neighbours
+from ragline.retrieve.expand import (
+    RelatedChunksReader,
+    expand_graph,
+    expand_neighbours,
+    related_by_index,
+)
 from ragline.retrieve.fusion import Fused, Scored, rrf_scored, weighted_scored
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
@@ -171,7 +176,9 @@ class Retriever:
         ``mode`` defaults to hybrid when ``HYBRID_SEARCH_ENABLED``, else vector;
         ``filters`` are equality tests pushed down to the store, and the settings'
         tenant is added unless they name one; ``expand`` adds that many chunks
-        before/after each hit (default ``settings.expand_neighbours``).
+        before/after each hit (default ``settings.expand_neighbours``), and
+        ``settings.expand_section`` the rest of each hit's section; an explicit
+        ``expand=0`` turns both off (evaluation rankings, benchmarks).
 
         One path for every store and mode: candidates by id and score
         (``max(candidates, top_k)`` deep) → fuse → cosine for keyword-only
@@ -183,6 +190,7 @@ class Retriever:
         every returned hit was reranked.
         """
         s = self.settings
+        section = self.settings.expand_section and expand != 0
         query, mode, top_k, expand = self._validate(query, mode, top_k, expand)
         scope: Filters = dict(filters or {})
         scope.setdefault("tenant", s.tenant)
@@ -230,7 +238,10 @@ class Retriever:
             clock.lap("rerank")
 
         hits = _with_ranks(hits[:top_k])
-        if expand > 0 and hits:
+        if (section or isinstance(store, RelatedChunksReader)) and (expand > 0 or section):
+            hits = self._expand_graph(hits, expand, section) if hits else hits
+            clock.lap("expand")
+        elif expand > 0 and hits:
             hits = expand_neighbours(
                 hits,
                 self.store.chunks_by_index,
@@ -240,6 +251,29 @@ class Retriever:
             clock.lap("expand")
 
         return SearchResult(query=query, mode=mode, hits=hits, timings_ms=clock.stop())
+
+    def _expand_graph(self, hits: list[Hit], window: int, section: bool) -> list[Hit]:
+        """Graph expansion: neighbours and (``section``) the hit's section, from
+        the store's one-query lookup when it has one, else its neighbour lookup."""
+        s = self.settings
+        span = s.expand_section_span
+        if isinstance(self.store, RelatedChunksReader):
+            related = self.store.related_chunks([h.chunk.id for h in hits], window, section, span)
+        else:
+            related = related_by_index(
+                hits,
+                self.store.chunks_by_index,
+                window=window,
+                same_section=section,
+                span=span,
+            )
+        return expand_graph(
+            hits,
+            related,
+            window=window,
+            same_section=section,
+            token_budget=s.expand_token_budget,
+        )
 
     def _validate(
         self, query: str, mode: str | None, top_k: int | None, expand: int | None

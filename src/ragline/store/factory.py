@@ -52,6 +52,33 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
             collection=location.options.get("collection") or "ragline",
             api_key=location.options.get("api_key") or None,
         )
+    if location.kind == "chroma":
+        from ragline.store.chroma import ChromaStore
+
+        collection = location.options.get("collection") or "ragline"
+        terms = None
+        if location.target.startswith(("http://", "https://")):
+            host = location.target.split("://", 1)[1].replace(":", "_")
+            terms = Path(settings.index_dir) / "chroma" / f"{host}_{collection}.sqlite"
+        return ChromaStore(
+            location.target,
+            dimension=dimension,
+            collection=collection,
+            terms_path=terms,
+            hnsw_ef=settings.ann_ef,
+        )
+    if location.kind == "falkordb":
+        from ragline.store.graph import GraphStore
+
+        return GraphStore(
+            location.target,
+            dimension=dimension,
+            graph=location.options.get("graph") or "ragline",
+            hnsw_m=settings.hnsw_m,
+            hnsw_ef_construction=settings.hnsw_ef_construction,
+            hnsw_ef=max(settings.ann_ef, 200),
+            boosts=settings.boosts,
+        )
     from ragline.store.lance import LanceStore
 
     return LanceStore(

@@ -121,7 +121,18 @@ def results_agree(a: Sequence[Hit], b: Sequence[Hit], score: str, min_overlap: f
     )
     ids_a = {h.chunk.id for h in a}
     ids_b = {h.chunk.id for h in b}
-    return top_same and len(ids_a & ids_b) >= min_overlap * min(len(ids_a), len(ids_b))
+    if top_same and len(ids_a & ids_b) >= min_overlap * min(len(ids_a), len(ids_b)):
+        return True
+    # Equal scores position by position: the same ranking, only ties (e.g. several
+    # chunks of one document at the cut) ordered differently.
+    return len(a) == len(b) and all(
+        _close(getattr(x, score) or 0.0, getattr(y, score) or 0.0)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _close(x: float, y: float) -> bool:
+    return abs(x - y) <= TIE_TOLERANCE * max(abs(x), abs(y), 1e-12)
 
 
 def probe_query(chunk: Chunk) -> str:

@@ -9,9 +9,15 @@
 ``qdrant://HOST:PORT``                 a Qdrant server or cluster over HTTP
 ``qdrant+https://HOST:PORT``           the same over HTTPS
 ``qdrant+local://PATH``                Qdrant's local mode in folder ``PATH``
+``chroma://HOST:PORT/COLLECTION``      a ChromaDB server (``chroma run``) over HTTP
+``chroma+https://HOST:PORT/COLL…``     the same over HTTPS
+``chroma+local://PATH``                ChromaDB in-process, data in folder ``PATH``
+``falkordb://HOST:PORT/GRAPH``         a FalkorDB server (Cypher graph store)
 =====================================  ==============================================
 
-Qdrant URLs take ``?collection=NAME`` (default ``ragline``) and ``?api_key=KEY``.
+Qdrant URLs take ``?collection=NAME`` (default ``ragline``) and ``?api_key=KEY``;
+``chroma+local://`` takes ``?collection=NAME``; the collection or graph name in
+a path defaults to ``ragline``.
 Parsing is pure: nothing is opened here (see :mod:`ragline.store.factory`).
 """
 
@@ -24,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ragline.errors import InputError
 
-StoreKind = Literal["lance", "postgres", "qdrant"]
+StoreKind = Literal["lance", "postgres", "qdrant", "chroma", "falkordb"]
 
 _POSTGRES_SCHEMES = ("postgres", "postgresql")
 #: Query parameters ragline reads itself (libpq would reject them).
@@ -53,8 +59,10 @@ class StoreLocation:
         if self.kind == "lance":
             return f"lance://{self.target}"
         parts = urlsplit(self.target)
-        if self.kind == "qdrant" and not parts.scheme:
-            return f"qdrant+local://{self.target}"
+        if self.kind in ("qdrant", "chroma") and not parts.scheme:
+            return f"{self.kind}+local://{self.target}"
+        if self.kind == "falkordb":
+            return f"falkordb://{parts.hostname}:{parts.port}/{self.options.get('graph', '')}"
         host = parts.hostname or ""
         if parts.port:
             host += f":{parts.port}"
@@ -98,10 +106,46 @@ def parse_store_url(url: str, index_dir: Path, database_url: str = "") -> StoreL
         netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
         target = urlunsplit((http, netloc, parts.path, "", ""))
         return StoreLocation("qdrant", target, _qdrant_options(parts.query, text))
+    if scheme == "chroma+local":
+        path, _, query = rest.partition("?")
+        if not path:
+            raise StoreUrlError("STORE_URL chroma+local:// needs a folder")
+        return StoreLocation("chroma", path, _named_options(query, text, "collection"))
+    if scheme in ("chroma", "chroma+http", "chroma+https", "falkordb"):
+        return _server(scheme, text)
     raise StoreUrlError(
         f"STORE_URL {_safe(text)}: unknown scheme {scheme!r}; use a folder, lance://, "
-        "postgres://, qdrant:// or qdrant+local://"
+        "postgres://, qdrant://, qdrant+local://, chroma://, chroma+local:// or falkordb://"
     )
+
+
+def _server(scheme: str, text: str) -> StoreLocation:
+    """``chroma://HOST:PORT/COLLECTION`` or ``falkordb://HOST:PORT/GRAPH``."""
+    parts = urlsplit(text)
+    example = "falkordb://HOST:PORT/GRAPH" if scheme == "falkordb" else "chroma://HOST:PORT/NAME"
+    if not parts.hostname:
+        raise StoreUrlError(f"STORE_URL {_safe(text)}: no host ({example})")
+    if parts.query:
+        raise StoreUrlError(f"STORE_URL {_safe(text)}: takes no parameters ({example})")
+    name = parts.path.strip("/") or "ragline"
+    if "/" in name:
+        raise StoreUrlError(f"STORE_URL {_safe(text)}: one name after the host ({example})")
+    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+    if scheme == "falkordb":
+        return StoreLocation("falkordb", f"redis://{netloc}", {"graph": name})
+    http = "https" if scheme == "chroma+https" else "http"
+    return StoreLocation("chroma", f"{http}://{netloc}", {"collection": name})
+
+
+def _named_options(query: str, text: str, *known: str) -> dict[str, str]:
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise StoreUrlError(
+            f"STORE_URL {_safe(text)}: unknown parameter(s) {', '.join(unknown)}; "
+            f"it takes {', '.join(known)}"
+        )
+    return options
 
 
 def _postgres(text: str) -> StoreLocation:
