@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ragline.answer.generators.local import LocalModelUnavailable
     from ragline.embed.base import Embedder, EmbeddingError, ModelFingerprint
     from ragline.engine import Ragline
+    from ragline.errors import FaultError, InputError, RaglineError
     from ragline.eval.beir import DatasetError
     from ragline.ingest.chunk import Chunker
     from ragline.ingest.errors import IngestError
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
     from ragline.ingest.web.fetch import FetchError
     from ragline.mcp.server import ToolBackend
+    from ragline.retrieve.expand import RelatedChunksReader
     from ragline.retrieve.rerank import Reranker
     from ragline.serve.querylog import QueryLog, QueryLogError
     from ragline.serve.ratelimit import RateLimiter
@@ -101,7 +103,11 @@ _LOCATIONS: dict[str, str] = {
     "GenerationRequest": "ragline.answer.generators.base",
     "Delta": "ragline.answer.generators.base",
     "Message": "ragline.answer.generators.base",
+    "RelatedChunksReader": "ragline.retrieve.expand",
     # errors
+    "RaglineError": "ragline.errors",
+    "InputError": "ragline.errors",
+    "FaultError": "ragline.errors",
     "IngestError": "ragline.ingest.errors",
     "EmbeddingError": "ragline.embed.base",
     "StoreError": "ragline.store.base",
@@ -131,6 +137,7 @@ __all__ = [
     "DocumentRecord",
     "Embedder",
     "EmbeddingError",
+    "FaultError",
     "FetchError",
     "FileFailure",
     "Filters",
@@ -140,6 +147,7 @@ __all__ = [
     "Hit",
     "IngestError",
     "IngestReport",
+    "InputError",
     "LocalModelUnavailable",
     "Message",
     "ModelFingerprint",
@@ -150,7 +158,9 @@ __all__ = [
     "QueryLog",
     "QueryLogError",
     "Ragline",
+    "RaglineError",
     "RateLimiter",
+    "RelatedChunksReader",
     "Reranker",
     "RobotsRules",
     "Scalar",

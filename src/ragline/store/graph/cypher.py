@@ -131,7 +131,6 @@ TERMS_PRUNE = "MATCH (t:Term) WHERE t.df <= 0 DETACH DELETE t"
 
 DOCUMENTS = f"MATCH (d:Document) /*WHERE*/ RETURN {DOCUMENT_RETURN} ORDER BY d.doc_id"
 COUNT = "MATCH (c:Chunk) /*WHERE*/ RETURN count(c)"
-CHUNKS_BY_ID = f"MATCH (c:Chunk) WHERE c.id IN $ids RETURN {CHUNK_RETURN}"
 CHUNKS_BY_ID_WITH_VECTOR = f"MATCH (c:Chunk) WHERE c.id IN $ids RETURN {CHUNK_RETURN}, c.embedding"
 CHUNKS_BY_INDEX = (
     f"MATCH (c:Chunk) WHERE c.doc_id = $doc_id AND c.chunk_index IN $indices "
