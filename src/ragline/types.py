@@ -46,6 +46,7 @@ class Block:
     level: int = 0  # heading level (1–6) for HEADING blocks, else 0
     page: int | None = None  # 1-based PDF page, when known
     line: int = 0  # 1-based line in the source file where the block starts
+    anchor: str = ""  # a heading's explicit id ({#id}, {/*id*/}); "" means slugify the title
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,11 @@ def chunk_url(source: str, rel_path: str, anchor: str, base_url: str) -> str:
     return Path(source).as_uri() + frag
 
 
+def explicit_anchors(doc: ParsedDocument) -> dict[tuple[str, ...], str]:
+    """Heading path → the id its heading declared (``{#id}``, ``{/*id*/}``)."""
+    return {b.heading_path: b.anchor for b in doc.blocks if b.anchor and b.heading_path}
+
+
 def build_chunks(
     doc: ParsedDocument,
     drafts: Sequence[ChunkDraft],
@@ -69,10 +74,13 @@ def build_chunks(
     doc_id = doc_id_for(tenant, source)
     meta = jsonable(dict(doc.metadata))
     seen: dict[str, int] = {}
+    explicit = explicit_anchors(doc)
     chunks: list[Chunk] = []
     for i, d in enumerate(drafts):
         section = d.heading_path[-1] if d.heading_path else doc.title
-        anchor = slugify(d.heading_path[-1]) if len(d.heading_path) > 1 else ""
+        anchor = ""
+        if len(d.heading_path) > 1:
+            anchor = explicit.get(tuple(d.heading_path)) or slugify(d.heading_path[-1])
         chunk = Chunk(
             id="",
             doc_id=doc_id,
