@@ -216,14 +216,18 @@ def _print_hits(result: SearchResult) -> None:
         c = h.chunk
         where = " > ".join([c.title, *[p for p in c.heading_path if p != c.title]])
         extra = f"  (neighbour of {h.expanded_from[:8]})" if h.expanded_from else ""
+        lang = c.metadata.get("language")
+        extra += f"  language {lang}" if lang else ""
         out.print(
-            f"[bold cyan]{h.rank:>2}.[/] [bold]{where}[/]  [dim]score {h.score:.4f}{extra}[/]"
+            f"[bold cyan]{h.rank:>2}.[/] [bold]{where}[/]  [dim]score {h.score:.4f}{extra}[/]",
+            highlight=False,
         )
         out.print(f"    [dim]{c.url}[/]")
         snippet = " ".join(c.text.split())
         out.print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    out.print(f"[dim]{result.mode}: {timings}[/]")
+    lang = f" (query language {result.language})" if result.language else ""
+    out.print(f"[dim]{result.mode}{lang}: {timings}[/]")
 
 
 @app.command()

@@ -180,6 +180,7 @@ class Hit:
             "has_code": c.has_code,
             "has_equations": c.has_equations,
             "page": c.page,
+            "language": c.metadata.get("language", ""),
             "text": c.text,
         }
 
@@ -192,11 +193,13 @@ class SearchResult:
     mode: str
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    language: str = ""  # the query's detected language (ISO 639-1)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "mode": self.mode,
+            "language": self.language,
             "hits": [h.to_dict() for h in self.hits],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }

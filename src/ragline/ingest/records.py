@@ -10,6 +10,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from ragline.text.language import chunk_language, document_language
 from ragline.types import Chunk, ChunkDraft, ParsedDocument
 
 _SLUG_DROP = re.compile(r"[^\w\- ]+")
@@ -73,6 +74,8 @@ def build_chunks(
     an ordinal among identical chunks), so edits elsewhere in a file keep it."""
     doc_id = doc_id_for(tenant, source)
     meta = jsonable(dict(doc.metadata))
+    declared = meta.get("language", meta.get("lang"))
+    doc_language = document_language(f"{doc.title}\n{doc.body}", declared)
     seen: dict[str, int] = {}
     explicit = explicit_anchors(doc)
     chunks: list[Chunk] = []
@@ -103,7 +106,7 @@ def build_chunks(
             created_at=created_at,
             text=d.text,
             page=d.page,
-            metadata=meta,
+            metadata={**meta, "language": chunk_language(d.text, doc_language)},
         )
         chunk.content_hash = content_hash(chunk.embed_text)
         n = seen.get(chunk.content_hash, 0)

@@ -20,6 +20,7 @@ from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
 from ragline.store.base import CandidateStore, ChunkVectorReader, HybridCandidateReader, Store
+from ragline.text.language import detect_language
 from ragline.types import Chunk, Filters, Hit, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
@@ -309,7 +310,13 @@ class Retriever:
             )
             clock.lap("expand")
 
-        return SearchResult(query=query, mode=mode, hits=hits, timings_ms=clock.stop())
+        return SearchResult(
+            query=query,
+            mode=mode,
+            hits=hits,
+            timings_ms=clock.stop(),
+            language=detect_language(query),
+        )
 
     def _validate(
         self, query: str, mode: str | None, top_k: int | None, expand: int | None
