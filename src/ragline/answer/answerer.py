@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
+from ragline.answer import i18n
 from ragline.answer.citations import CitationTracker, EmbedTexts, SupportVerifier
 from ragline.answer.confidence import assess, fill_relevance, smalltalk_confidence
 from ragline.answer.context import Context, CountTokens, build_context
@@ -25,7 +26,6 @@ from ragline.answer.generators.base import (
     Message,
 )
 from ragline.answer.prompt import FALLBACK_ANSWER
-from ragline.answer.smalltalk import smalltalk_reply
 from ragline.settings import Settings
 from ragline.types import Answer, Confidence, Filters, SearchResult, StreamEvent
 
@@ -187,7 +187,7 @@ class Answerer:
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
 
-        reply = smalltalk_reply(q) if not selected else None
+        reply = i18n.smalltalk_reply(q) if not selected else None
         if reply is not None:
             yield StreamEvent("token", text=reply)
             _lap(timings, "total", t0)
@@ -202,11 +202,13 @@ class Answerer:
             timings[f"retrieve.{stage}"] = ms
         result.hits = fill_relevance(query, result.hits, self.verifier.embed)
         confidence = assess(result.hits, s.confidence_min, s.confidence_high)
+        lang = i18n.answer_language(q)
+        confidence = i18n.translate_reason(confidence, lang)
         t = _lap(timings, "confidence", t)
 
         if confidence.level == "low":
             suggestions = self.suggest() if self.suggest else []
-            text = fallback_text(suggestions)
+            text = i18n.fallback_text(suggestions, lang)
             yield StreamEvent("token", text=text)
             _lap(timings, "total", t0)
             yield StreamEvent(
@@ -272,9 +274,9 @@ class Answerer:
         citations = [replace(c, start=c.start - lead, end=c.end - lead) for c in resolved.citations]
         fallback = False
         if not text and error is None:  # nothing in the context was answer-worthy
-            text, fallback = FALLBACK_ANSWER, True
+            text, fallback = i18n.fallback_answer(i18n.answer_language(q)), True
             yield StreamEvent("token", text=text)
-        elif is_fallback(text):
+        elif i18n.is_fallback(text):
             fallback = True
         _lap(timings, "total", t0)
         answer = Answer(

@@ -21,7 +21,7 @@ import numpy as np
 from ragline.answer.citations import EmbedTexts, lexical_overlap
 from ragline.answer.context import Context
 from ragline.answer.generators.base import Delta, GenerationRequest
-from ragline.answer.sentences import MATH, PROSE, clean_sentence, segments
+from ragline.answer.sentences import MATH, PROSE, clean_sentence, is_unspaced, segments, word_count
 
 _MATH = re.compile(r"\$[^$]*\$")
 _EXERCISES = re.compile(r"^\s*(exercises?|problems?|questions?|quiz)\s*$", re.IGNORECASE)
@@ -40,15 +40,18 @@ def is_answer_sentence(text: str) -> bool:
     """Prose that reads on its own: 5–60 words, starts like a sentence (not a chunk
     cut mid-sentence), ends like a statement (not a question, not a lead-in to code
     or a formula), and is mostly words rather than maths."""
-    words = text.split()
-    if not 5 <= len(words) <= 60:
+    if not 5 <= word_count(text) <= 60:
         return False
-    first = text.lstrip("*_\"'“(")[:1]
-    if not first or first.islower() or not text.rstrip("*_\"'”’)").endswith((".", "!")):
+    first = text.lstrip("*_\"'“(¡")[:1]
+    if (
+        not first
+        or (first.islower() and not is_unspaced(text))
+        or not text.rstrip("*_\"'”’)」』）").endswith((".", "!", "。", "！"))
+    ):
         return False
     prose = _MATH.sub("", text)
     letters = sum(ch.isalpha() for ch in prose)
-    return letters >= 0.5 * len(text) and len(prose.split()) >= 4
+    return letters >= 0.5 * len(text) and word_count(prose) >= 4
 
 
 def candidates(context: Context) -> list[Candidate]:
@@ -119,6 +122,8 @@ def select_sentences(
 def cite(text: str, number: int) -> str:
     """``text`` with ``[number]`` before its final punctuation: "X is Y [2]."."""
     body = text.rstrip()
+    if body.endswith(("。", "！")):  # CJK: "XはYです[2]。"
+        return f"{body[:-1]}[{number}]{body[-1]}"
     stripped = body.rstrip(".!;")
     end = body[len(stripped) : len(stripped) + 1] or "."
     return f"{stripped.rstrip()} [{number}]{end if end != ';' else '.'}"
@@ -172,5 +177,9 @@ class ExtractiveGenerator:
         return sorted((found[i] for i in picked), key=lambda c: (c.block, c.start))
 
     def generate(self, request: GenerationRequest) -> Iterator[Delta]:
-        for i, cand in enumerate(self.compose(request)):
-            yield Delta(text=("" if i == 0 else " ") + cite(cand.text, cand.block))
+        prev = ""
+        for cand in self.compose(request):
+            # CJK text puts no space after 。 (and there is none before the first).
+            sep = "" if not prev or prev.endswith(("。", "！")) else " "
+            yield Delta(text=sep + cite(cand.text, cand.block))
+            prev = cand.text
