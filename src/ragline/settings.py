@@ -231,6 +231,15 @@ class Settings(BaseSettings):
     history_messages: int = Field(
         10, ge=0, le=200, description="Conversation messages sent along with a question."
     )
+    query_rewrite: Literal["auto", "carry-over", "off"] = Field(
+        "auto",
+        description="Make a follow-up self-contained before searching: auto = the LLM "
+        "rewrites it when the generator is one (openai, local), else the previous turns' key "
+        "terms are carried over; carry-over = always the latter; off = search it as asked.",
+    )
+    query_rewrite_max_terms: int = Field(
+        8, ge=1, le=50, description="Key terms carried over from earlier turns into a follow-up."
+    )
     max_question_chars: int = Field(1000, ge=3, le=100_000)
     max_selected_text_chars: int = Field(2000, ge=0, le=100_000)
     extractive_max_sentences: int = Field(3, ge=1, le=20)

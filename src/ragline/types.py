@@ -328,6 +328,8 @@ class Answer:
     usage: dict[str, int] = field(default_factory=dict)  # prompt/completion/total tokens
     timings_ms: dict[str, float] = field(default_factory=dict)
     retrieval_mode: str = ""
+    search_query: str = ""  # what was searched: the question, or a follow-up made self-contained
+    query_rewrite: str = "none"  # how: none | carry-over | llm
 
     def to_dict(self) -> dict[str, Any]:
         """The response shape of ``ragline ask --json`` and ``POST /api/query``."""
@@ -350,6 +352,8 @@ class Answer:
                 "usage": dict(self.usage),
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
                 "retrieval_mode": self.retrieval_mode,
+                "search_query": self.search_query or self.question,
+                "query_rewrite": self.query_rewrite,
             },
         }
 

@@ -26,6 +26,7 @@ from ragline.answer.generators.base import (
     Message,
 )
 from ragline.answer.prompt import FALLBACK_ANSWER
+from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.settings import Settings
 from ragline.types import Answer, Confidence, Filters, SearchResult, StreamEvent
 
@@ -134,8 +135,10 @@ class Answerer:
         embed: EmbedTexts,
         count_tokens: CountTokens,
         suggest: Callable[[], list[str]] | None = None,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         self.settings = settings
+        self.rewriter = rewriter
         self.search = search
         self.generator = generator
         self.count_tokens = count_tokens
@@ -178,10 +181,25 @@ class Answerer:
         q = validate_question(question, s.max_question_chars)
         turns = validate_history(history, s.history_messages)
         selected = validate_selected_text(selected_text, s.max_selected_text_chars)
-        return self._events(q, turns, selected, search)
+        rewrite = self.rewriter.rewrite(q, turns) if self.rewriter and turns else Rewrite(q, "none")
+        return self._with_rewrite(self._events(q, turns, selected, search, rewrite.query), rewrite)
+
+    @staticmethod
+    def _with_rewrite(events: Iterator[StreamEvent], rewrite: Rewrite) -> Iterator[StreamEvent]:
+        """The final answer records the query that was searched (a rewritten follow-up)."""
+        for event in events:
+            if event.answer is not None:
+                event.answer.search_query = rewrite.query
+                event.answer.query_rewrite = rewrite.method
+            yield event
 
     def _events(
-        self, q: str, turns: tuple[Message, ...], selected: str, search: SearchOptions
+        self,
+        q: str,
+        turns: tuple[Message, ...],
+        selected: str,
+        search: SearchOptions,
+        searched: str,
     ) -> Iterator[StreamEvent]:
         s = self.settings
         t0 = time.perf_counter()
@@ -195,7 +213,7 @@ class Answerer:
             yield StreamEvent("done", answer=answer)
             return
 
-        query = f"{q}\n{selected}"[:MAX_QUERY_CHARS] if selected else q
+        query = f"{searched}\n{selected}"[:MAX_QUERY_CHARS] if selected else searched
         result = self.search(query, **search)
         t = _lap(timings, "retrieve", t0)
         for stage, ms in result.timings_ms.items():
