@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 
 from ragline.answer.generators.base import Generator
+from ragline.answer.generators.openai import parse_sse_data
 from ragline.retrieve.conversation import CarryOverRewriter, ChatRewriter, QueryRewriter
 from ragline.settings import Settings
 
@@ -40,9 +41,21 @@ def _openai_complete(generator: Any, settings: Settings) -> Any:
         }
         resp = httpx.post(generator.url, json=body, headers=headers, timeout=settings.llm_timeout_s)
         resp.raise_for_status()
+        if resp.headers.get("content-type", "").startswith("text/event-stream"):
+            return _sse_text(resp.text)  # a server that streams whatever was asked
         return str(resp.json()["choices"][0]["message"]["content"])
 
     return complete
+
+
+def _sse_text(body: str) -> str:
+    parts: list[str] = []
+    for line in body.splitlines():
+        event = parse_sse_data(line)
+        if isinstance(event, dict):
+            for choice in event.get("choices") or []:
+                parts.append(str((choice.get("delta") or {}).get("content") or ""))
+    return "".join(parts)
 
 
 def _local_complete(generator: Any) -> Any:
