@@ -159,7 +159,7 @@ def main() -> None:
     ap.add_argument("--shared", type=Path, default=SHARED[0], help="the shared data folder")
     args = ap.parse_args()
     SHARED[0] = args.shared
-    loads = [load_average()]
+    loads = [load_average()[0]]
     variants = [("none", 0, 0), ("prf", 5, 5), ("prf", 10, 10), ("definition", 0, 0)]
     runs: list[
         tuple[str, Callable[[list[tuple[str, int, int]]], dict[tuple[str, int, int], float]]]
@@ -168,7 +168,7 @@ def main() -> None:
     results = {}
     for name, fn in runs:
         results[name] = fn(variants)
-        loads.append(load_average())
+        loads.append(load_average()[0])
     lines = ["# Query preprocessing on the keyword side (issue 11)", "", *machine_lines(loads)]
     lines += [
         f"- command: `{command_line()}`",
