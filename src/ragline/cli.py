@@ -226,8 +226,8 @@ def _print_hits(result: SearchResult) -> None:
         snippet = " ".join(c.text.split())
         out.print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    lang = f" (query language {result.language})" if result.language else ""
-    out.print(f"[dim]{result.mode}{lang}: {timings}[/]")
+    lang = f"; query language {result.language}" if result.language else ""
+    out.print(f"[dim]{result.mode}: {timings}{lang}[/]")
 
 
 @app.command()
