@@ -260,14 +260,18 @@ def _print_hits(result: SearchResult) -> None:
         c = h.chunk
         where = " > ".join([c.title, *[p for p in c.heading_path if p != c.title]])
         extra = f"  (neighbour of {h.expanded_from[:8]})" if h.expanded_from else ""
+        lang = c.metadata.get("language")
+        extra += f"  language {lang}" if lang else ""
         out.print(
-            f"[bold cyan]{h.rank:>2}.[/] [bold]{where}[/]  [dim]score {h.score:.4f}{extra}[/]"
+            f"[bold cyan]{h.rank:>2}.[/] [bold]{where}[/]  [dim]score {h.score:.4f}{extra}[/]",
+            highlight=False,
         )
         out.print(f"    [dim]{c.url}[/]")
         snippet = " ".join(c.text.split())
         out.print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    out.print(f"[dim]{result.mode}: {timings}[/]")
+    lang = f"; query language {result.language}" if result.language else ""
+    out.print(f"[dim]{result.mode}: {timings}{lang}[/]")
 
 
 @app.command()
@@ -286,6 +290,14 @@ def ask(
     tenant: TenantOpt = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
+    history_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            help="JSON file of the conversation so far: [{role: user|assistant, content}]; "
+            "a follow-up is made self-contained from it before searching.",
+        ),
+    ] = None,
 ) -> None:
     """Answer a question from the index, citing the passages used.
 
@@ -297,11 +309,12 @@ def ask(
     if generator not in (None, *get_args(GeneratorName)):
         names = ", ".join(get_args(GeneratorName))
         raise _fail(f"--generator must be one of {names}, not {generator!r}")
+    history = _read_history(history_file) if history_file else None
     rag = _engine(index, tenant=tenant, generator=generator)
     answer: Answer | None = None
     streamed = False
     try:
-        events = rag.ask_stream(question, selected_text=selected_text, **options)
+        events = rag.ask_stream(question, history=history, selected_text=selected_text, **options)
         for event in events:
             if event.type == "token" and not as_json:
                 out.print(event.text, end="", markup=False, highlight=False, soft_wrap=True)
@@ -326,7 +339,21 @@ def ask(
         raise typer.Exit(1)
 
 
+def _read_history(path: Path) -> list[dict[str, Any]]:
+    """The ``--history`` file: a JSON list of messages (checked again by the answerer)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _fail(f"--history {path}: {e}") from None
+    if not isinstance(data, list):
+        raise _fail(f"--history {path}: expected a JSON list of {{role, content}} messages")
+    return data
+
+
 def _print_answer_details(answer: Answer) -> None:
+    if answer.query_rewrite != "none":
+        searched = escape(answer.search_query)
+        out.print(f"[dim]searched ({answer.query_rewrite}): {searched}[/]", highlight=False)
     conf = answer.confidence
     colour = {"high": "green", "medium": "yellow"}.get(conf.level, "red")
     out.print(

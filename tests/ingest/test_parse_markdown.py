@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from ragline.ingest.errors import IngestError
-from ragline.ingest.parse.markdown import heading_title, parse_markdown
-from ragline.types import BlockKind, ParsedDocument
+from ragline.ingest.parse.markdown import heading_anchor, heading_title, parse_markdown
+from ragline.ingest.records import build_chunks
+from ragline.types import BlockKind, ChunkDraft, ParsedDocument
 
 SELF_ATTENTION = (
     "chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.md"
@@ -273,3 +274,59 @@ def test_d2l_self_attention_structure(d2l: Path) -> None:
     first_heading = next(b for b in doc.blocks if b.kind is BlockKind.HEADING)
     lines = path.read_text(encoding="utf-8").split("\n")
     assert lines[first_heading.line - 1] == "# Self-Attention and Positional Encoding"
+
+
+@pytest.mark.parametrize(
+    ("source", "title", "anchor"),
+    [
+        ("Query parameters {#query-parameters}", "Query parameters", "query-parameters"),
+        ("Query parameters { #query-parameters }", "Query parameters", "query-parameters"),
+        (
+            "Start with the mockup {/*start-with-the-mockup*/}",
+            "Start with the mockup",
+            "start-with-the-mockup",
+        ),
+        ("`useState` の使い方 {/*usage*/}", "useState の使い方", "usage"),
+        ("Plain heading", "Plain heading", ""),
+        ("Braces {in} the middle", "Braces {in} the middle", ""),
+    ],
+)
+def test_heading_markup_is_stripped_and_becomes_the_anchor(
+    source: str, title: str, anchor: str
+) -> None:
+    assert heading_title(source) == title
+    assert heading_anchor(source) == anchor
+
+
+def test_explicit_heading_ids_reach_paths_and_chunk_anchors() -> None:
+    src = (
+        "# 使い方 {/*usage*/}\n\nはじめに。\n\n"
+        "## 状態を追加する { #adding-state }\n\n本文です。\n\n"
+        "## No id here\n\ntext\n\n##### Deep {/*deep*/}\n\nmore\n"
+    )
+    doc = parse_markdown(src, "ja/useState.md")
+    paths = {b.heading_path for b in doc.blocks}
+    assert ("使い方", "状態を追加する") in paths
+    assert all("{" not in t for p in paths for t in p)
+    drafts = [
+        ChunkDraft(doc.body[b.start : b.end], b.start, b.end, b.heading_path, 3)
+        for b in doc.blocks
+        if b.kind is not BlockKind.HEADING
+    ]
+    chunks = build_chunks(
+        doc,
+        drafts,
+        tenant="t",
+        source="/d/useState.md",
+        rel_path="useState.md",
+        chapter="",
+        base_url="https://react.dev/learn",
+        created_at="2026-01-01T00:00:00Z",
+    )
+    by_text = {c.text: c for c in chunks}
+    assert by_text["本文です。"].anchor == "adding-state"
+    assert by_text["本文です。"].url == "https://react.dev/learn/useState.md#adding-state"
+    assert by_text["text"].anchor == "no-id-here"  # no explicit id: slug of the title
+    # An H5 is not a path entry, so its id does not replace its section's.
+    assert by_text["more"].anchor == "no-id-here"
+    assert by_text["はじめに。"].anchor == ""  # top-level: the page itself

@@ -31,6 +31,7 @@ from ragline.ingest.sync import Indexer
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, FieldBoosts, Store, StoreError
 from ragline.store.bm25 import tokenize
+from ragline.text.language import detect_language
 
 
 def _load_contract() -> ModuleType:
@@ -584,3 +585,99 @@ def test_crash_during_a_write_leaves_old_or_new_chunks(
     assert check_consistent(store) == final
     assert store.count_chunks() == 4 * (final % 5 + 1)
     assert sorted(r.doc_id for r in store.documents()) == ["d0", "d1", "d2", "d3"]
+
+
+# ------------------------------------------------------------------ languages
+
+#: (language, title, text): the same page in five languages plus a Korean one.
+LANG_CORPUS = [
+    (
+        "en",
+        "State",
+        "A component adds state with the useState hook; state persists between renders.",
+    ),
+    (
+        "es",
+        "Estado",
+        "Un componente agrega estado con el Hook useState; el estado persiste entre renderizados.",
+    ),
+    (
+        "fr",
+        "État",
+        "Un composant ajoute un état avec le Hook useState ; l'état persiste entre les rendus.",
+    ),
+    (
+        "ja",
+        "状態",
+        "コンポーネントは useState フックで状態を追加します。状態はレンダー間で保持されます。",
+    ),
+    ("zh", "状态", "组件使用 useState Hook 添加状态变量。状态在渲染之间保持不变。"),
+    ("ko", "상태", "컴포넌트는 useState 훅으로 상태를 추가합니다."),
+]
+LANG_QUERIES = [
+    "¿Cómo agrega estado un componente?",
+    "Comment un composant ajoute-t-il un état ?",
+    "コンポーネントに状態を追加するには？",
+    "如何向组件添加状态？",
+    "컴포넌트 상태 추가",
+    "How does a component add state?",
+]
+
+#: The app-side stores compute BM25 with ragline.store.bm25 and so analyse every
+#: language; LanceStore's native FTS is English-only until it uses the same module.
+APP_SIDE_BACKENDS = sorted(b for b in STORE_BACKENDS if b != "lance")
+
+
+def _write_lang_corpus(store: Store) -> None:
+    rng = np.random.default_rng(5)
+    for i, (lang, title, text) in enumerate(LANG_CORPUS):
+        write(
+            store,
+            f"l{i}",
+            [text],
+            unit(rng, 1),
+            title=title,
+            heading_path=(title,),
+            metadata={"language": lang},
+        )
+    store.optimize()
+
+
+def test_language_filter_pushes_down(store: Store) -> None:
+    _write_lang_corpus(store)
+    assert store.count_chunks({"language": "ja"}) == 1
+    (hit,) = store.vector_search(unit(np.random.default_rng(9), 1)[0], 5, {"language": "fr"})
+    assert hit.chunk.metadata["language"] == "fr"
+    with pytest.raises(ValueError, match="language"):
+        store.count_chunks({"language": "ja' OR 1=1 --"})
+
+
+@pytest.mark.parametrize("backend", APP_SIDE_BACKENDS)
+def test_keyword_search_analyses_each_language(store: Store) -> None:
+    """Each chunk is analysed in its own language and each query in its detected one;
+    every app-side store scores like a reference computed from the analyser here."""
+    _write_lang_corpus(store)
+    docs = [tokenize(text, lang) for lang, _, text in LANG_CORPUS]
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs) / n
+    for query, want in zip(LANG_QUERIES, ["l1", "l2", "l3", "l4", "l5", "l0"], strict=True):
+        q = tokenize(query, detect_language(query))
+        expected = {}
+        for i, d in enumerate(docs):
+            tf = Counter(d)
+            s = 0.0
+            for term in q:
+                if tf[term]:
+                    df = sum(1 for other in docs if term in other)
+                    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                    s += idf * 2.2 * tf[term] / (tf[term] + 1.2 * (0.25 + 0.75 * len(d) / avgdl))
+            if s > 0:
+                expected[f"acme/l{i}/0"] = s
+        hits = store.keyword_search(
+            query, 10, boosts=FieldBoosts(title=0.0, headings=0.0, text=1.0)
+        )
+        assert hits and hits[0].chunk.doc_id == want, (query, q, ids(hits))
+        got = {h.chunk.id: h.keyword_score for h in hits}
+        assert got.keys() == expected.keys(), query
+        for cid, score in expected.items():
+            assert got[cid] == pytest.approx(score, rel=1e-4), (query, cid)

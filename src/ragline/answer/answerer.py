@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
+from ragline.answer import i18n
 from ragline.answer.citations import CitationTracker, EmbedTexts, SupportVerifier
 from ragline.answer.confidence import (
     LOW,
@@ -34,7 +35,7 @@ from ragline.answer.generators.base import (
 from ragline.answer.generators.extractive import ExtractiveGenerator
 from ragline.answer.judging import judge_context
 from ragline.answer.prompt import FALLBACK_ANSWER, GENERATOR_DECLINED, RELATED_NOT_ANSWER
-from ragline.answer.smalltalk import smalltalk_reply
+from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.settings import Settings
 from ragline.types import (
     Answer,
@@ -186,8 +187,10 @@ class Answerer:
         embed: EmbedTexts,
         count_tokens: CountTokens,
         suggest: Callable[[], list[str]] | None = None,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         self.settings = settings
+        self.rewriter = rewriter
         self.search = search
         self.generator = generator
         self.count_tokens = count_tokens
@@ -241,16 +244,31 @@ class Answerer:
         q = validate_question(question, s.max_question_chars)
         turns = validate_history(history, s.history_messages)
         selected = validate_selected_text(selected_text, s.max_selected_text_chars)
-        return self._events(q, turns, selected, search)
+        rewrite = self.rewriter.rewrite(q, turns) if self.rewriter and turns else Rewrite(q, "none")
+        return self._with_rewrite(self._events(q, turns, selected, search, rewrite.query), rewrite)
+
+    @staticmethod
+    def _with_rewrite(events: Iterator[StreamEvent], rewrite: Rewrite) -> Iterator[StreamEvent]:
+        """The final answer records the query that was searched (a rewritten follow-up)."""
+        for event in events:
+            if event.answer is not None:
+                event.answer.search_query = rewrite.query
+                event.answer.query_rewrite = rewrite.method
+            yield event
 
     def _events(
-        self, q: str, turns: tuple[Message, ...], selected: str, search: SearchOptions
+        self,
+        q: str,
+        turns: tuple[Message, ...],
+        selected: str,
+        search: SearchOptions,
+        searched: str,
     ) -> Iterator[StreamEvent]:
         s = self.settings
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
 
-        reply = smalltalk_reply(q) if not selected else None
+        reply = i18n.smalltalk_reply(q) if not selected else None
         if reply is not None:
             yield StreamEvent("token", text=reply)
             _lap(timings, "total", t0)
@@ -258,18 +276,20 @@ class Answerer:
             yield StreamEvent("done", answer=answer)
             return
 
-        query = f"{q}\n{selected}"[:MAX_QUERY_CHARS] if selected else q
+        query = f"{searched}\n{selected}"[:MAX_QUERY_CHARS] if selected else searched
         result = self.search(query, **search)
         t = _lap(timings, "retrieve", t0)
         for stage, ms in result.timings_ms.items():
             timings[f"retrieve.{stage}"] = ms
         result.hits = fill_relevance(query, result.hits, self.verifier.embed)
         confidence = assess(result.hits, s.confidence_min, s.confidence_high)
+        lang = i18n.answer_language(q)
+        confidence = i18n.translate_reason(confidence, lang)
         t = _lap(timings, "confidence", t)
 
         if confidence.level == "low":
             suggestions = self.suggest() if self.suggest else []
-            text = fallback_text(suggestions)
+            text = i18n.fallback_text(suggestions, lang)
             yield StreamEvent("token", text=text)
             _lap(timings, "total", t0)
             yield StreamEvent(
@@ -383,9 +403,9 @@ class Answerer:
         citations = [replace(c, start=c.start - lead, end=c.end - lead) for c in resolved.citations]
         fallback = False
         if not text and error is None:  # nothing in the context was answer-worthy
-            text, fallback = FALLBACK_ANSWER, True
+            text, fallback = i18n.fallback_answer(i18n.answer_language(q)), True
             yield StreamEvent("token", text=text)
-        elif is_fallback(text):
+        elif i18n.is_fallback(text):
             # The generator says the context does not answer: the answer is the
             # fallback, with the passages as related and the confidence saying so.
             fallback = True

@@ -8,7 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragline.answer.context import Context
-from ragline.answer.sentences import MATH, PROSE, TABLE, Segment, clean_sentence, segments
+from ragline.answer.sentences import (
+    MATH,
+    PROSE,
+    TABLE,
+    Segment,
+    clean_sentence,
+    is_unspaced,
+    segments,
+    word_count,
+)
 
 _MATH = re.compile(r"\$[^$]*\$")
 _SEPARATOR_CELL = re.compile(r":?-{3,}:?")
@@ -27,16 +36,20 @@ class Candidate:
 def is_answer_sentence(text: str) -> bool:
     """Prose that reads on its own: 5–60 words, starts like a sentence (not a chunk
     cut mid-sentence), ends like a statement (not a question, not a lead-in to code
-    or a formula), and is mostly words rather than maths."""
-    words = text.split()
-    if not 5 <= len(words) <= 60:
+    or a formula), and is mostly words rather than maths. Words of unspaced scripts
+    (Chinese, Japanese) are counted by :func:`~ragline.answer.sentences.word_count`."""
+    if not 5 <= word_count(text) <= 60:
         return False
-    first = text.lstrip("*_\"'“(")[:1]
-    if not first or first.islower() or not text.rstrip("*_\"'”’)").endswith((".", "!")):
+    first = text.lstrip("*_\"'“(¡")[:1]
+    if (
+        not first
+        or (first.islower() and not is_unspaced(text))
+        or not text.rstrip("*_\"'”’)」』）").endswith((".", "!", "。", "！"))
+    ):
         return False
     prose = _MATH.sub("", text)
     letters = sum(ch.isalpha() for ch in prose)
-    return letters >= 0.5 * len(text) and len(prose.split()) >= 4
+    return letters >= 0.5 * len(text) and word_count(prose) >= 4
 
 
 def candidates(context: Context) -> list[Candidate]:

@@ -46,7 +46,7 @@ _LABELLED = re.compile(r"\[([^\[\]\n]{3,200})\](?!\()")
 _PROTECTED = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]*`", re.DOTALL)
 _CLOSERS = frozenset(" \t\n.,;:!?)")
 _WORD = re.compile(r"[a-z0-9]+")
-_BOUNDARY = re.compile(r"[.!?][\"'”’)]*\s+|\n\s*\n")
+_BOUNDARY = re.compile(r"[.!?][\"'”’)]*\s+|[。！？]|\n\s*\n")  # 。 needs no space
 _STOPWORDS = frozenset(
     [
         "a",

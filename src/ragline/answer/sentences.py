@@ -32,9 +32,10 @@ _LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+")
 _MATH_OPEN = re.compile(r"^\s*\$\$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
 
-#: A candidate sentence end: terminal punctuation, closing quotes/brackets, spaces.
-_END = re.compile(r"[.!?]+[\"'”’)\]*_]*(?=\s)")
-_NEXT_STARTS = re.compile(r"\s+[\"'“‘(\[*_$`]*[A-Z0-9]")
+#: A candidate sentence end: terminal punctuation, closing quotes/brackets, spaces;
+#: or CJK full-width terminal punctuation, which needs no space after it.
+_END = re.compile(r"[.!?]+[\"'”’)\]*_]*(?=\s)|[。！？]+[」』”’）)\]*_]*")
+_NEXT_STARTS = re.compile(r"\s+[\"'“‘(\[*_$`¿¡«]*([^\W_])")
 _ABBREVIATIONS = frozenset(
     [
         "e.g",
@@ -164,12 +165,51 @@ def _split_paragraph(text: str, start: int, end: int) -> list[Segment]:
     cur = start
     for m in _END.finditer(text, start, end):
         stop = m.end()
-        if not _NEXT_STARTS.match(text, stop, end) or _is_abbreviation(text, cur, m.start()):
+        if text[m.start()] in _CJK_ENDS:
+            if stop < end:  # 。 ends a sentence wherever it stands, spaces or not
+                out.append(_trimmed(text, cur, stop))
+                cur = stop
+            continue
+        if not _starts_sentence(text, stop, end) or _is_abbreviation(text, cur, m.start()):
             continue
         out.append(_trimmed(text, cur, stop))
         cur = stop
     out.append(_trimmed(text, cur, end))
     return [s for s in out if s.end > s.start]
+
+
+_CJK_ENDS = frozenset("。！？")
+
+
+def _starts_sentence(text: str, pos: int, end: int) -> bool:
+    """After spaces and opening marks, an upper-case letter, a digit or an unspaced script."""
+    m = _NEXT_STARTS.match(text, pos, end)
+    if not m:
+        return False
+    ch = m.group(1)
+    return ch.isupper() or ch.isdigit() or _caseless(ch)
+
+
+def _caseless(ch: str) -> bool:
+    """A letter of a script without case (Han, kana, Hangul, Arabic…)."""
+    return ch.isalpha() and not ch.islower() and not ch.isupper()
+
+
+def is_unspaced(text: str) -> bool:
+    """Mostly written in a script without case or spaces (Japanese, Chinese…): such a
+    sentence may well start with a lower-case identifier ("useState は…")."""
+    letters = [ch for ch in text if ch.isalpha()]
+    return bool(letters) and sum(map(_caseless, letters)) * 3 >= len(letters)
+
+
+def word_count(text: str) -> int:
+    """Words of a sentence: spaced words, with unspaced (CJK) text counted at two
+    characters a word, so length limits mean about the same in every script."""
+    count = 0
+    for token in text.split():
+        wide = sum(1 for ch in token if _caseless(ch))
+        count += max(1, (wide + 1) // 2) if wide > 1 else 1
+    return count
 
 
 def _is_abbreviation(text: str, start: int, dot: int) -> bool:

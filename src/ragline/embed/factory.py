@@ -44,4 +44,8 @@ def make_embedder(settings: Settings) -> Embedder:
             max_retries=settings.embed_max_retries,
             dimension=settings.embed_dimension,
         )
+    if settings.embedder == "e5":
+        from ragline.embed.e5 import E5Embedder
+
+        return E5Embedder(batch_size=settings.embed_batch_size, threads=settings.embed_threads)
     raise ValueError(f"unknown embedder {settings.embedder!r} (settings field 'embedder')")

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from ragline.text.language import chunk_language, document_language
 from ragline.types import Chunk, ChunkDraft, ParsedDocument
 
 _SLUG_DROP = re.compile(r"[^\w\- ]+")
@@ -60,6 +61,11 @@ UNKNOWN_CHAPTER = "Unknown"
 NO_SECTION = "N/A"
 
 
+def explicit_anchors(doc: ParsedDocument) -> dict[tuple[str, ...], str]:
+    """Heading path → the id its heading declared (``{#id}``, ``{/*id*/}``)."""
+    return {b.heading_path: b.anchor for b in doc.blocks if b.anchor and b.heading_path}
+
+
 def build_chunks(
     doc: ParsedDocument,
     drafts: Sequence[ChunkDraft],
@@ -75,12 +81,17 @@ def build_chunks(
     an ordinal among identical chunks), so edits elsewhere in a file keep it."""
     doc_id = doc_id_for(tenant, source)
     meta = jsonable(dict(doc.metadata))
+    declared = meta.get("language", meta.get("lang"))
+    doc_language = document_language(f"{doc.title}\n{doc.body}", declared)
     seen: dict[str, int] = {}
+    explicit = explicit_anchors(doc)
     chunks: list[Chunk] = []
     for i, d in enumerate(drafts):
         # seed 002's defaults for missing metadata (an empty heading, no title)
         section = (d.heading_path[-1] if d.heading_path else doc.title) or NO_SECTION
-        anchor = slugify(d.heading_path[-1]) if len(d.heading_path) > 1 else ""
+        anchor = ""
+        if len(d.heading_path) > 1:
+            anchor = explicit.get(tuple(d.heading_path)) or slugify(d.heading_path[-1])
         chunk = Chunk(
             id="",
             doc_id=doc_id,
@@ -103,7 +114,7 @@ def build_chunks(
             created_at=created_at,
             text=d.text,
             page=d.page,
-            metadata=meta,
+            metadata={**meta, "language": chunk_language(d.text, doc_language)},
         )
         chunk.content_hash = content_hash(chunk.embed_text)
         n = seen.get(chunk.content_hash, 0)

@@ -25,6 +25,7 @@ from ragline.retrieve.fusion import Fused, Scored, rrf_scored, weighted_scored
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
 from ragline.store.base import Ranking, Store
+from ragline.text.language import detect_language
 from ragline.types import Filters, Hit, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
@@ -250,7 +251,13 @@ class Retriever:
             )
             clock.lap("expand")
 
-        return SearchResult(query=query, mode=mode, hits=hits, timings_ms=clock.stop())
+        return SearchResult(
+            query=query,
+            mode=mode,
+            hits=hits,
+            timings_ms=clock.stop(),
+            language=detect_language(query),
+        )
 
     def _expand_graph(self, hits: list[Hit], window: int, section: bool) -> list[Hit]:
         """Graph expansion: neighbours and (``section``) the hit's section, from

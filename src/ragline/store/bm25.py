@@ -34,6 +34,20 @@ drops it); it scales every score alike and changes no ranking. Fields are
 combined the way LanceDB's ``MultiMatchQuery`` does: a chunk's score is the
 **best boosted field**, ``max_f boost_f·bm25_f`` (not a sum).
 
+Languages (this module is ragline's one analyser: every store and the query
+side use it). The steps above are the **English** analysis, kept exactly so
+English scores still equal LanceDB's. A chunk's ``metadata["language"]`` (set
+at ingest, :mod:`ragline.text.language`) picks its analysis, and a query is
+analysed in its own detected language:
+
+* Snowball languages: lower-case, drop stop words (stopwords-iso lists, checked
+  on the word), Snowball stem, fold accents (except Turkish and Vietnamese).
+* Japanese, Chinese, Korean: a run holding CJK characters is segmented
+  (MeCab/UniDic base forms, jieba search mode, character bigrams) and the
+  words on the language's stop list dropped; Latin words inside such text
+  (code, product names) get the English analysis.
+* Other languages: lower-case and fold only.
+
 Differences that remain, documented rather than hidden: the tokeniser tests
 "alphanumeric" with Python's ``str.isalnum`` where Rust uses the Unicode
 Alphabetic property (they differ only on combining vowel signs of Indic and
@@ -53,6 +67,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from ragline.text import words as lang_words
+from ragline.text.language import detect_language, normalize_language
 from ragline.types import Chunk
 
 #: BM25 parameters LanceDB uses (fixed there; app-side stores may honour settings).
@@ -153,27 +169,75 @@ def _lower(word: str) -> str:
     return word.lower() if word.isascii() else "".join(ch.lower() for ch in word)
 
 
+#: The analysis used when a text's language is not known (and LanceDB's own).
+DEFAULT_LANGUAGE = "en"
+
+
 @lru_cache(maxsize=262144)
-def analyze_word(word: str) -> str | None:
-    """One word as an index term, or None when it is dropped (too long, stop word)."""
+def analyze_word(word: str, language: str = DEFAULT_LANGUAGE) -> str | None:
+    """One word as an index term, or None when it is dropped (too long, stop word).
+
+    ``word`` is one run of :func:`split_words` without CJK characters; those
+    go through :func:`analyze_run`.
+    """
     if len(word.encode("utf-8")) >= MAX_TOKEN_BYTES:
         return None
-    stem: str = _STEMMER.stemWord(_lower(word))
-    if stem in STOP_WORDS:
+    if language == DEFAULT_LANGUAGE or language in lang_words.CJK_LANGUAGES or not language:
+        stem: str = _STEMMER.stemWord(_lower(word))
+        if stem in STOP_WORDS:
+            return None
+        return ascii_fold(stem)
+    low = _lower(word)
+    if low in lang_words.stop_words(language):
         return None
-    return ascii_fold(stem)
+    stem_word = lang_words.stemmer(language)
+    term = stem_word(low) if stem_word is not None else low
+    return term if language in lang_words.NO_FOLD else ascii_fold(term)
 
 
-def tokenize(text: str | None) -> list[str]:
-    """Index terms of a text, in order, repeats kept (query and document side alike)."""
+def analyze_run(run: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
+    """Index terms of one :func:`split_words` run (several when it holds CJK text)."""
+    if not lang_words.has_cjk(run):
+        term = analyze_word(run, language)
+        return [] if term is None else [term]
+    out: list[str] = []
+    for piece in lang_words.segment(run, language):
+        for part in split_words(piece):
+            if not lang_words.has_cjk(part):
+                latin = analyze_word(part, DEFAULT_LANGUAGE)
+                if latin is not None:
+                    out.append(latin)
+                continue
+            low = _lower(unicodedata.normalize("NFKC", part))
+            cjk_language = language if language in lang_words.CJK_LANGUAGES else "zh"
+            if low not in lang_words.stop_words(cjk_language):
+                out.append(low)
+    return out
+
+
+def tokenize(text: str | None, language: str | None = None) -> list[str]:
+    """Index terms of a text, in order, repeats kept (query and document side alike).
+
+    ``language`` (ISO 639-1) picks the analysis; None means English.
+    """
     if not text:
         return []
+    lang = normalize_language(language) or DEFAULT_LANGUAGE
     out: list[str] = []
     for word in split_words(text):
-        term = analyze_word(word)
-        if term is not None:
-            out.append(term)
+        if lang == DEFAULT_LANGUAGE and word.isascii():
+            term = analyze_word(word)  # the common case, kept on its fast path
+            if term is not None:
+                out.append(term)
+        else:
+            out.extend(analyze_run(word, lang))
     return out
+
+
+def chunk_language(chunk: Chunk) -> str:
+    """The language a chunk's fields are analysed in (its ingest-time ``language``)."""
+    lang = chunk.metadata.get("language") if chunk.metadata else None
+    return normalize_language(lang) if isinstance(lang, str) else DEFAULT_LANGUAGE
 
 
 def chunk_fields(chunk: Chunk) -> dict[str, str]:
@@ -193,14 +257,15 @@ class FieldTerms:
     length: int
 
     @classmethod
-    def of(cls, text: str | None) -> FieldTerms:
-        tokens = tokenize(text)
+    def of(cls, text: str | None, language: str | None = None) -> FieldTerms:
+        tokens = tokenize(text, language)
         return cls(tf=Counter(tokens), length=len(tokens))
 
 
 def chunk_terms(chunk: Chunk) -> dict[str, FieldTerms]:
-    """Term frequencies of each BM25 field of a chunk."""
-    return {name: FieldTerms.of(text) for name, text in chunk_fields(chunk).items()}
+    """Term frequencies of each BM25 field of a chunk, in the chunk's language."""
+    lang = chunk_language(chunk)
+    return {name: FieldTerms.of(text, lang) for name, text in chunk_fields(chunk).items()}
 
 
 # ------------------------------------------------------------------- scoring
@@ -265,9 +330,17 @@ class FieldStats:
         return cls(n=n, df=dict(df), avgdl=total / n if n else 0.0)
 
 
-def query_counts(query: str) -> Counter[str]:
-    """Query terms with how often each occurs (a repeated term weighs more)."""
-    return Counter(tokenize(query))
+def query_language(query: str) -> str:
+    """The language a query is analysed in: detected, English when unsure."""
+    return detect_language(query)
+
+
+def query_counts(query: str, language: str | None = None) -> Counter[str]:
+    """Query terms with how often each occurs (a repeated term weighs more).
+
+    The query is analysed in ``language``, or in its own detected language.
+    """
+    return Counter(tokenize(query, language or query_language(query)))
 
 
 def term_id(term: str, space: int = 2**32) -> int:

@@ -44,6 +44,13 @@ CHUNK_FILTER_FIELDS: Mapping[str, type] = {
     "page": int,
 }
 
+#: Keys of a chunk's metadata JSON that filter like columns (no store adds a
+#: column for them): each value must match its pattern, which keeps it free of
+#: the quote and wildcard characters the JSON text match below could trip on.
+CHUNK_METADATA_FILTERS: Mapping[str, re.Pattern[str]] = {
+    "language": re.compile(r"^[a-z]{2,3}$"),
+}
+
 #: Filterable columns of the documents table.
 DOCUMENT_FILTER_FIELDS: Mapping[str, type] = {
     "doc_id": str,
@@ -83,12 +90,27 @@ def sql_literal(value: Scalar) -> str:
     raise TypeError(f"filter value {value!r} has unsupported type {type(value).__name__}")
 
 
+def metadata_predicate(name: str, value: Scalar, jsonb: bool = False) -> str:
+    """A test of one metadata key: ``metadata->>'name' = 'value'`` on PostgreSQL's
+    jsonb, else ``"name": "value"`` found in the JSON text (``json.dumps`` with
+    sorted keys writes ``": "``), which DataFusion matches without JSON functions.
+    The value is checked against its pattern, so it needs no escaping."""
+    pattern = CHUNK_METADATA_FILTERS[name]
+    if not isinstance(value, str) or not pattern.match(value):
+        raise ValueError(
+            f"filter field {name!r} expects a value matching {pattern.pattern}, got {value!r}"
+        )
+    if jsonb:
+        return f"metadata->>'{name}' = '{value}'"
+    return f'metadata LIKE \'%"{name}": "{value}"%\''
+
+
 def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise ValueError(f"filter field {name!r} is not a valid column name")
     expected = fields.get(name)
     if expected is None:
-        known = ", ".join(sorted(fields))
+        known = ", ".join(sorted([*fields, *CHUNK_METADATA_FILTERS]))
         raise ValueError(f"unknown filter field {name!r}; filterable fields: {known}")
     if expected is bool:
         ok = isinstance(value, bool)
@@ -115,17 +137,23 @@ def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
 def to_sql_predicate(
     filters: Filters | Mapping[str, Scalar] | None,
     fields: Mapping[str, type] = CHUNK_FILTER_FIELDS,
+    jsonb: bool = False,
 ) -> str:
     """``field = literal`` tests joined with AND; ``""`` when there is nothing to filter.
 
     Raises ValueError naming the field for an unknown field or a value of the
-    wrong type (``has_code="yes"``), instead of letting the engine guess.
+    wrong type (``has_code="yes"``), instead of letting the engine guess. Keys
+    of :data:`CHUNK_METADATA_FILTERS` test the ``metadata`` column (``jsonb``:
+    PostgreSQL's type, else JSON text).
     """
     if not filters:
         return ""
     parts = []
     for name in sorted(filters):
         value = filters[name]
+        if fields is CHUNK_FILTER_FIELDS and name in CHUNK_METADATA_FILTERS:
+            parts.append(metadata_predicate(name, value, jsonb))
+            continue
         _check_field(name, value, fields)
         parts.append(f"{name} = {sql_literal(value)}")
     return " AND ".join(parts)

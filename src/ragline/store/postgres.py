@@ -586,7 +586,7 @@ class PostgresStore(SearchDefaults):
         return self._run(read, f"reading chunks of document {doc_id!r}", read=True)
 
     def count_chunks(self, filters: Filters | None = None) -> int:
-        pred = to_sql_predicate(filters)
+        pred = to_sql_predicate(filters, jsonb=True)
         where = f" WHERE {pred}" if pred else ""
 
         def read(conn: psycopg.Connection[Any]) -> int:
@@ -627,7 +627,7 @@ class PostgresStore(SearchDefaults):
             raise StoreError(f"query vector has dimension {q.shape[0]} but the index stores {dim}")
         if not np.isfinite(q).all():
             raise StoreError("query vector contains NaN or infinite values")
-        pred = to_sql_predicate(filters)
+        pred = to_sql_predicate(filters, jsonb=True)
         extra = f" AND {pred}" if pred else ""
         sql = (
             f"SELECT ch.id, ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) "
@@ -663,7 +663,7 @@ class PostgresStore(SearchDefaults):
         b = boosts or FieldBoosts()
         if max(b.title, b.headings, b.text) <= 0:
             return []
-        pred = to_sql_predicate(filters)
+        pred = to_sql_predicate(filters, jsonb=True)
         sql = keyword_sql(pred, b, self.k1, self.b)
         terms = sorted(counts)
         params = {"terms": terms, "counts": [counts[t] for t in terms], "k": k}

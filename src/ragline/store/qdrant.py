@@ -88,6 +88,7 @@ _KEYWORD_INDEXES = (
     "source",
     "content_hash",
     "write",
+    "language",
 )
 _BOOL_INDEXES = ("has_code", "has_equations")
 _INT_INDEXES = ("chunk_index", "page")
@@ -152,6 +153,8 @@ def _chunk_payload(chunk: Chunk, write_id: str, lengths: Mapping[str, int]) -> d
     payload = {name: getattr(chunk, name) for name in CHUNK_COLUMNS}
     payload["heading_path"] = list(chunk.heading_path)
     payload["metadata"] = metadata_json(chunk.metadata)
+    if isinstance(chunk.metadata.get("language"), str):  # the ``language`` filter's key
+        payload["language"] = chunk.metadata["language"]
     payload["write"] = write_id
     payload["bm25_len"] = dict(lengths)
     return payload
@@ -461,10 +464,8 @@ class QdrantStore(SearchDefaults):
 
     @staticmethod
     def _batch_avgdl(chunks: Sequence[Chunk]) -> dict[str, float]:
-        stats = {
-            f: bm25.FieldStats.of(bm25.FieldTerms.of(bm25.chunk_fields(c)[f]) for c in chunks)
-            for f in bm25.KEYWORD_FIELDS
-        }
+        terms = [bm25.chunk_terms(c) for c in chunks]
+        stats = {f: bm25.FieldStats.of(t[f] for t in terms) for f in bm25.KEYWORD_FIELDS}
         return {f: s.avgdl for f, s in stats.items() if s.n}
 
     def _finish(self, chunks: str, journal_id: str, journal: Mapping[str, Any]) -> None:

@@ -66,6 +66,8 @@ def select_sentences(
 def cite(text: str, number: int) -> str:
     """``text`` with ``[number]`` before its final punctuation: "X is Y [2]."."""
     body = text.rstrip()
+    if body.endswith(("。", "！")):  # CJK: "XはYです[2]。"
+        return f"{body[:-1]}[{number}]{body[-1]}"
     stripped = body.rstrip(".!;")
     end = body[len(stripped) : len(stripped) + 1] or "."
     return f"{stripped.rstrip()} [{number}]{end if end != ';' else '.'}"
@@ -151,5 +153,9 @@ class ExtractiveGenerator:
         return sorted((found[i] for i in picked), key=lambda c: (c.block, c.start))
 
     def generate(self, request: GenerationRequest) -> Iterator[Delta]:
-        for i, cand in enumerate(self.compose(request)):
-            yield Delta(text=("" if i == 0 else " ") + cite(cand.text, cand.block))
+        prev = ""
+        for cand in self.compose(request):
+            # CJK text puts no space after 。 (and there is none before the first).
+            sep = "" if not prev or prev.endswith(("。", "！")) else " "
+            yield Delta(text=sep + cite(cand.text, cand.block))
+            prev = cand.text

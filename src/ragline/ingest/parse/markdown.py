@@ -57,7 +57,8 @@ _KIND_BY_TOKEN: dict[str, BlockKind] = {
 
 _EQLABEL_LINE = re.compile(r"[ \t]*:eqlabel:`[^`\n]*`[ \t]*(?:\n|$)")
 _LABEL_LINE = re.compile(r"[ \t]*:label:`[^`\n]*`[ \t]*(?:\n|$)")
-_ANCHOR = re.compile(r"\s*\{#[^}]*\}\s*$")
+# Explicit heading ids: Pandoc/kramdown ``{#id}`` / ``{ #id }`` and MDX ``{/*id*/}`` (react.dev).
+_ANCHOR = re.compile(r"\s*\{\s*(?:#([^}\s]*)|/\*\s*([^*}]*?)\s*\*/)\s*\}\s*$")
 _D2L_SLIDE_MARK = re.compile(r"\[\*\*(.+?)\*\*\]")  # d2l marks slide text as [**…**]
 _SPACES = re.compile(r"\s+")
 
@@ -110,6 +111,7 @@ class _Span:
     end: int
     level: int = 0
     title: str = ""
+    anchor: str = ""
 
 
 def parse_markdown(text: str, source: str) -> ParsedDocument:
@@ -142,6 +144,7 @@ def parse_markdown(text: str, source: str) -> ParsedDocument:
         if kind is BlockKind.HEADING:
             span.level = int(tok.tag[1:])
             span.title = heading_title(tokens[i + 1].content)
+            span.anchor = heading_anchor(tokens[i + 1].content)
         spans.append(span)
 
     spans = _absorb_label_lines(text, spans)
@@ -152,6 +155,15 @@ def parse_markdown(text: str, source: str) -> ParsedDocument:
     return ParsedDocument(
         source=source, title=title, body=body, blocks=blocks, metadata=metadata, format="markdown"
     )
+
+
+def heading_anchor(inline_source: str) -> str:
+    """The heading's explicit id (``{#id}``, ``{ #id }``, ``{/*id*/}``), or ``""``.
+
+    Translated docs keep the English id, so links into every language agree.
+    """
+    m = _ANCHOR.search(inline_source)
+    return (m.group(1) or m.group(2) or "") if m else ""
 
 
 def heading_title(inline_source: str) -> str:
@@ -283,6 +295,7 @@ def _blocks(spans: list[_Span], body_offset: int, line_starts: list[int]) -> tup
                 heading_path=tuple(t for _, t in path),
                 level=span.level,
                 line=bisect_right(line_starts, span.start),
+                anchor=span.anchor if span.level <= PATH_LEVELS else "",
             )
         )
     return tuple(blocks)

@@ -1,0 +1,1 @@
+"""Language-level text helpers: detection and per-language keyword analysis."""

