@@ -486,7 +486,10 @@ class Settings(BaseSettings):
         10 * 1024 * 1024, ge=1, description="Largest uploaded file; larger ones get a 413."
     )
     upload_extensions: tuple[str, ...] = Field(
-        (".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"),
+        (
+            *(".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf", ".csv"),
+            *(".docx", ".pptx", ".xlsx", ".epub", ".odt"),
+        ),
         description="File types POST /api/documents accepts (a JSON list in the environment).",
     )
     cors_allow_origins: tuple[str, ...] = Field(

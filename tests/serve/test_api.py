@@ -153,6 +153,31 @@ def test_upload_without_a_title_is_titled_by_its_client_name(docs_server: LiveSe
         assert c.delete(f"/api/documents/{doc['doc_id']}").status_code == 200
 
 
+def test_an_office_upload_is_indexed_with_its_sections(
+    docs_server: LiveServer, tmp_path: Path
+) -> None:
+    import docx
+
+    d = docx.Document()
+    d.add_heading("Lighthouse keeping", 0)
+    d.add_heading("Lamp care", 1)
+    d.add_paragraph("The keeper trims the lamp wick every evening at sunset before lighting it.")
+    path = tmp_path / "keeper.docx"
+    d.save(str(path))
+    with docs_server.client() as c:
+        up = c.post("/api/documents", files={"file": ("Keeper manual.docx", path.read_bytes())})
+        assert up.status_code == 200, up.text
+        assert up.json()["status"] == "indexed" and up.json()["chunks"] >= 1
+        hits = c.post("/api/search", json={"query": "keeper trims the lamp wick"}).json()["hits"]
+        assert hits[0]["doc_id"] == up.json()["document"]["doc_id"]
+        assert hits[0]["section"] == "Lamp care"
+        fake = c.post("/api/documents", files={"file": ("fake.docx", b"plain words")})
+        assert_error(fake, 400, "file")
+        broken = c.post("/api/documents", files={"file": ("broken.docx", b"PK\x03\x04junk")})
+        assert_error(broken, 400, "file")
+        assert c.delete(f"/api/documents/{up.json()['document']['doc_id']}").status_code == 200
+
+
 def test_upload_checks_type_and_size(docs_server: LiveServer) -> None:
     limit = docs_server.settings.max_upload_bytes
     with docs_server.client() as c:

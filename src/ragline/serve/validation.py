@@ -308,10 +308,23 @@ def upload_name(
     return UploadName(stored=f"{digest}{ext}", original=original, extension=ext)
 
 
+#: Office and e-book formats: ZIP containers, whatever their contents.
+ZIP_FORMATS = frozenset({".docx", ".pptx", ".xlsx", ".epub", ".odt"})
+
+
 def check_upload_content(data: bytes, extension: str) -> None:
-    """Refuse content that cannot be the type its extension claims (a 400 naming ``file``)."""
+    """Refuse content that cannot be the type its extension claims (a 400 naming ``file``);
+    the parser judges the rest when the file is ingested."""
     if not data:
         raise RequestProblem("the uploaded file is empty", field="file")
+    if extension in ZIP_FORMATS:
+        if not data.startswith(b"PK\x03\x04"):
+            raise RequestProblem(
+                f"the file is named {extension} but is not one (not a ZIP container)",
+                field="file",
+                code="unsupported_file_type",
+            )
+        return
     if extension == ".pdf":
         if not data.lstrip()[:5].startswith(b"%PDF-"):
             raise RequestProblem(

@@ -108,7 +108,9 @@ async def delete_document(doc_id: str, who: CallerDep, state: StateDep) -> dict[
 async def upload_document(
     who: CallerDep,
     state: StateDep,
-    file: Annotated[UploadFile, File(description="A .md, .txt, .html or .pdf file.")],
+    file: Annotated[
+        UploadFile, File(description="A Markdown, text, HTML, PDF, CSV, Office or EPUB file.")
+    ],
 ) -> dict[str, Any]:
     settings = state.settings
     limit = settings.max_upload_bytes
