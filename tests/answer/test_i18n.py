@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ragline.answer import i18n
-from ragline.answer.generators.extractive import cite, is_answer_sentence
+from ragline.answer.candidates import is_answer_sentence
+from ragline.answer.generators.extractive import cite
 from ragline.answer.sentences import prose_sentences, word_count
 from ragline.types import Confidence
 
