@@ -25,6 +25,9 @@ returns the same ids and the same scores while skipping most of those postings:
   ascending text bound, then TH→NONE by ascending title/headings bound) while
   that stays below θ, so such a chunk cannot enter the top-k. A chunk read
   survives when ``max_f(partial_f + rest_f) ≥ θ``.
+* **Tighter threshold.** A chunk's sum over the lists read is a lower bound
+  of its score (terms are read whole or not at all per chunk), so the k-th best
+  such sum among chunks passing the filters raises θ before pruning.
 * **Exact completion.** Survivors are re-scored from all their postings
   (fetched by chunk key), summed in query-term order (``ORDER BY ord``), the
   order the exhaustive scorer sums in, so the floating-point scores are
@@ -222,6 +225,8 @@ def pruned_sql(pred: str, boosts: FieldBoosts, k1: float, b: float, select: str 
     fields = bm25.KEYWORD_FIELDS
     cols = ", ".join(f"{_contribution(f, k1, b)} AS x_{f}" for f in fields)
     bound = ", ".join(f"sum(x_{f}) + %(rest_{f})s" for f in fields)
+    lo = ", ".join(f"sum(x_{f})" for f in fields)
+    where = f"({pred}) AND " if pred else ""
     sums = ", ".join(f"sum({_contribution(f, k1, b)} ORDER BY s.ord)" for f in fields)
     return f"""{_head(boosts, k1)},
 ep AS MATERIALIZED (  -- the lists read: full lists, and title/headings lists
@@ -240,9 +245,21 @@ ep AS MATERIALIZED (  -- the lists read: full lists, and title/headings lists
     ) p
     WHERE s.term = ANY(%(th)s::text[])
 ),
+ea AS MATERIALIZED (  -- per chunk read: lo ≤ score ≤ hi
+    SELECT chunk_key, GREATEST({lo}) AS lo, GREATEST({bound}) AS hi
+    FROM ep GROUP BY chunk_key
+),
+t2 AS MATERIALIZED (  -- k-th best lo among chunks passing the filters: a tighter theta
+    SELECT coalesce((
+        SELECT e.lo FROM (SELECT chunk_key, lo FROM ea ORDER BY lo DESC, chunk_key) e
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ragline_chunks ch WHERE {where}ch.key = e.chunk_key OFFSET 0
+        ) ch
+        OFFSET %(k)s - 1 LIMIT 1
+    ), 0) * {1.0 - _SLACK!r} AS v
+),
 cand AS MATERIALIZED (  -- chunks whose best case still reaches theta
-    SELECT chunk_key FROM ep GROUP BY chunk_key
-    HAVING GREATEST({bound}) >= %(theta)s
+    SELECT chunk_key FROM ea CROSS JOIN t2 WHERE hi >= GREATEST(%(theta)s, t2.v)
 ),
 r AS MATERIALIZED (  -- exact scores: all the candidates' postings, in query order
     SELECT p.chunk_key, GREATEST({sums}) AS score
