@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--ks", default="10,100", help="top-k values, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--probe", type=int, default=2000, help="postings the threshold probe reads")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -81,7 +82,9 @@ def main() -> None:
         url = server.url()
         fp = ModelFingerprint(name="random", dimension=DIM, digest="0" * 64)
         with (
-            PostgresStore(url, dimension=DIM, schema="bench_bm25") as pruned,
+            PostgresStore(
+                url, dimension=DIM, schema="bench_bm25", bm25_probe_postings=args.probe
+            ) as pruned,
             PostgresStore(url, dimension=DIM, schema="bench_bm25", bm25_prune=False) as exact,
         ):
             build = build_index(pruned, data, args.rows, 2000, fp, TENANT)

@@ -221,6 +221,7 @@ class PostgresStore(SearchDefaults):
         k1: float = bm25.K1,
         b: float = bm25.B,
         bm25_prune: bool = True,
+        bm25_probe_postings: int = postgres_bm25.PROBE_POSTINGS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -249,6 +250,7 @@ class PostgresStore(SearchDefaults):
         self.b = b
         #: MaxScore pruning (exact; False: score every posting, the reference).
         self.bm25_prune = bm25_prune
+        self.bm25_probe_postings = bm25_probe_postings
         self._dimension = dimension
         self._closed = False
         self._attempt(lambda: self._migrate(), "applying schema migrations", connect=True)
@@ -614,7 +616,15 @@ class PostgresStore(SearchDefaults):
         def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
             with conn.transaction():
                 return postgres_bm25.top_k(
-                    conn, counts, k, pred, b, self.k1, self.b, prune=self.bm25_prune
+                    conn,
+                    counts,
+                    k,
+                    pred,
+                    b,
+                    self.k1,
+                    self.b,
+                    prune=self.bm25_prune,
+                    probe_postings=self.bm25_probe_postings,
                 )
 
         return self._run(read, "keyword search", read=True)
