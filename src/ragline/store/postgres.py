@@ -13,7 +13,9 @@ Why it is built the way it is:
   lengths. Every write updates all three in the same transaction as the chunks,
   so a query computes idf and avgdl from exact, current statistics, with the
   tokeniser and formula of :mod:`ragline.store.bm25` (LanceDB's, so scores
-  agree across stores). No extension beyond pgvector is needed.
+  agree across stores). No extension beyond pgvector is needed. Queries skip
+  most postings of common terms by MaxScore pruning that keeps the top-k exact
+  (:mod:`ragline.store.postgres_bm25`).
 * Vectors: an HNSW index (cosine, ``m``/``ef_construction``) on
   ``embedding::vector(<dim>)`` restricted to rows of that dimension, built by
   :meth:`optimize` once the table reaches ``ann_min_rows`` (below that a scan is
@@ -53,7 +55,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.retry import RetryPolicy
-from ragline.store import bm25
+from ragline.store import bm25, postgres_bm25
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
@@ -186,65 +188,6 @@ def _metadata_json(chunk: Chunk) -> Jsonb:
     return Jsonb(json.loads(metadata_json(chunk.metadata)))
 
 
-def keyword_sql(pred: str, boosts: FieldBoosts, k1: float, b: float, select: str = "ch.id") -> str:
-    """One statement (one snapshot) scoring BM25 over the postings.
-
-    Per field f: Σ over query terms of qtf·idf_f·(k1+1)·tf / (tf + k1·(1−b+b·dl/avgdl_f)),
-    and a chunk's score is max_f boost_f·score_f (see :mod:`ragline.store.bm25`).
-    The CTEs are materialised and the postings read per query term through a
-    LATERAL index lookup, so the plan never scans the postings table whatever
-    the planner guesses; candidates are then joined to their chunks (filters)
-    best score first. ``select``: the chunk columns returned before the score.
-    """
-    fields = bm25.KEYWORD_FIELDS
-    weight = {"title": boosts.title, "headings": boosts.headings, "text": boosts.text}
-
-    def idf(f: str) -> str:
-        return (
-            f"{weight[f]!r} * q.qtf * {k1 + 1.0!r} * "
-            f"ln(1 + (c.n_{f} - t.df_{f} + 0.5) / (t.df_{f} + 0.5)) AS w_{f}"
-        )
-
-    def field(f: str) -> str:
-        return (
-            f"sum(CASE WHEN p.tf_{f} > 0 THEN s.w_{f} * p.tf_{f} / (p.tf_{f} + "
-            f"{k1 * (1 - b)!r} + {k1 * b!r} * p.len_{f} / c.avg_{f}) ELSE 0 END)"
-        )
-
-    where = f"({pred}) AND " if pred else ""
-    return f"""
-WITH c AS MATERIALIZED (
-    SELECT n_title::float8 AS n_title, n_headings::float8 AS n_headings,
-           n_text::float8 AS n_text,
-           coalesce(len_title::float8 / nullif(n_title, 0), 1) AS avg_title,
-           coalesce(len_headings::float8 / nullif(n_headings, 0), 1) AS avg_headings,
-           coalesce(len_text::float8 / nullif(n_text, 0), 1) AS avg_text
-    FROM ragline_corpus
-),
-s AS MATERIALIZED (
-    SELECT t.term, {", ".join(idf(f) for f in fields)}
-    FROM unnest(%(terms)s::text[], %(counts)s::int[]) AS q(term, qtf)
-    JOIN ragline_terms t ON t.term = q.term CROSS JOIN c
-),
-r AS MATERIALIZED (
-    SELECT p.chunk_key, GREATEST({", ".join(field(f) for f in fields)}) AS score
-    FROM s CROSS JOIN c
-    CROSS JOIN LATERAL (  -- OFFSET 0: not flattened, an index lookup per term
-        SELECT * FROM ragline_postings p0 WHERE p0.term = s.term OFFSET 0
-    ) p
-    GROUP BY p.chunk_key
-)
-SELECT ch.*, r.score
-FROM (SELECT chunk_key, score FROM r WHERE score > 0 ORDER BY score DESC, chunk_key) r
-CROSS JOIN LATERAL (  -- best first, filtered by key lookups until k pass
-    SELECT {select} FROM ragline_chunks ch
-    WHERE {where}ch.key = r.chunk_key OFFSET 0
-) ch
-ORDER BY r.score DESC, r.chunk_key
-LIMIT %(k)s
-"""
-
-
 # --------------------------------------------------------------------- store
 
 
@@ -277,6 +220,8 @@ class PostgresStore(SearchDefaults):
         maintenance_work_mem_mb: int = 512,
         k1: float = bm25.K1,
         b: float = bm25.B,
+        bm25_prune: bool = True,
+        bm25_probe_postings: int = postgres_bm25.PROBE_POSTINGS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -303,6 +248,9 @@ class PostgresStore(SearchDefaults):
         self.maintenance_work_mem_mb = maintenance_work_mem_mb
         self.k1 = k1
         self.b = b
+        #: MaxScore pruning (exact; False: score every posting, the reference).
+        self.bm25_prune = bm25_prune
+        self.bm25_probe_postings = bm25_probe_postings
         self._dimension = dimension
         self._closed = False
         self._attempt(lambda: self._migrate(), "applying schema migrations", connect=True)
@@ -664,12 +612,20 @@ class PostgresStore(SearchDefaults):
         if max(b.title, b.headings, b.text) <= 0:
             return []
         pred = to_sql_predicate(filters, jsonb=True)
-        sql = keyword_sql(pred, b, self.k1, self.b)
-        terms = sorted(counts)
-        params = {"terms": terms, "counts": [counts[t] for t in terms], "k": k}
 
         def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
-            return [(str(r[0]), float(r[-1])) for r in conn.execute(sql, params).fetchall()]
+            with conn.transaction():
+                return postgres_bm25.top_k(
+                    conn,
+                    counts,
+                    k,
+                    pred,
+                    b,
+                    self.k1,
+                    self.b,
+                    prune=self.bm25_prune,
+                    probe_postings=self.bm25_probe_postings,
+                )
 
         return self._run(read, "keyword search", read=True)
 

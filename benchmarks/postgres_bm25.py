@@ -1,0 +1,135 @@
+"""PostgreSQL BM25: the MaxScore-pruned scorer next to the exhaustive one, in one run.
+
+The corpus is benchmarks/postgres_search.py's (distinct 60-word windows of SciFact
+abstracts and d2l-en prose, documents of 20 chunks, one tenant); BM25 needs no
+real vectors, so rows carry random ones. Queries: SciFact *train* claims (ids in
+qrels/train.tsv). Every query is run by both scorers back to back, in alternating
+order, at each k; the table gives each scorer's percentiles and the per-query
+ratio exhaustive/pruned, and every result pair is compared for identity (ids,
+order and float scores). The machine is shared: the load average is sampled
+throughout and reported, and only the paired ratios are meant for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from machine import command_line, load_average, machine_lines
+from postgres_search import start_server
+from ragline.embed.base import ModelFingerprint
+from ragline.eval.synthetic import (
+    Synthetic,
+    beir_windows,
+    build_index,
+    distinct_shuffled,
+    markdown_windows,
+)
+from ragline.store.postgres import PostgresStore
+from search_scale import TENANT, pct
+
+DATA = Path("/work/shared/data")
+DIM = 16
+
+
+def train_claims(scifact: Path, n: int) -> list[str]:
+    with (scifact / "qrels" / "train.tsv").open(encoding="utf-8") as f:
+        ids = {line.split("\t")[0] for line in f if line[:1].isdigit()}
+    with (scifact / "queries.jsonl").open(encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [r["text"] for r in rows if str(r["_id"]) in ids][:n]
+
+
+def timed(store: PostgresStore, query: str, k: int) -> tuple[float, list[tuple[str, float]]]:
+    t0 = time.perf_counter()
+    out = store.keyword_candidates(query, k)
+    return (time.perf_counter() - t0) * 1000, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--ks", default="10,100", help="top-k values, comma-separated")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--probe", type=int, default=2000, help="postings the threshold probe reads")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    pool = beir_windows(args.data / "scifact" / "corpus.jsonl", 60, 30)
+    pool += markdown_windows(args.data / "d2l-en", 60, 30)
+    pool = distinct_shuffled(pool, args.seed)
+    rng = np.random.default_rng(args.seed)
+    real = rng.standard_normal((64, DIM)).astype(np.float32)
+    real /= np.linalg.norm(real, axis=1, keepdims=True)
+    data = Synthetic(pool, real, 0.03, args.seed)
+    claims = train_claims(args.data / "scifact", args.warmup + args.queries)
+    warm, queries = claims[: args.warmup], claims[args.warmup :]
+    ks = [int(k) for k in args.ks.split(",")]
+
+    server = start_server()
+    loads = [load_average()[0]]
+    try:
+        url = server.url()
+        fp = ModelFingerprint(name="random", dimension=DIM, digest="0" * 64)
+        with (
+            PostgresStore(
+                url, dimension=DIM, schema="bench_bm25", bm25_probe_postings=args.probe
+            ) as pruned,
+            PostgresStore(url, dimension=DIM, schema="bench_bm25", bm25_prune=False) as exact,
+        ):
+            build = build_index(pruned, data, args.rows, 2000, fp, TENANT)
+            loads.append(load_average()[0])
+            print(f"built {args.rows} rows: {build.write_seconds:.0f} s", file=sys.stderr)
+            for q in warm:
+                for k in ks:
+                    exact.keyword_candidates(q, k)
+                    pruned.keyword_candidates(q, k)
+            lines = []
+            for k in ks:
+                t_ex, t_pr, ratios, same = [], [], [], 0
+                for i, q in enumerate(queries):
+                    if i % 2:
+                        a, ra = timed(exact, q, k)
+                        b, rb = timed(pruned, q, k)
+                    else:
+                        b, rb = timed(pruned, q, k)
+                        a, ra = timed(exact, q, k)
+                    t_ex.append(a)
+                    t_pr.append(b)
+                    ratios.append(a / b)
+                    same += ra == rb
+                    if i % 50 == 0:
+                        loads.append(load_average()[0])
+                lines.append(
+                    f"| {k} | {len(queries)} | {pct(t_ex, 50):.1f} | {pct(t_ex, 95):.1f} | "
+                    f"{pct(t_pr, 50):.1f} | {pct(t_pr, 95):.1f} | "
+                    f"{statistics.median(ratios):.2f} | "
+                    f"{float(np.exp(np.mean(np.log(ratios)))):.2f} | {same}/{len(queries)} |"
+                )
+                print(lines[-1], file=sys.stderr, flush=True)
+    finally:
+        server.destroy()
+    print(f"- command: `{command_line()}`")
+    print(*machine_lines(loads), sep="\n")
+    print(f"- corpus: {args.rows:,} chunks written in {build.write_seconds:.0f} s")
+    print()
+    print(
+        "| k | queries | exhaustive p50 ms | exhaustive p95 ms | pruned p50 ms | pruned p95 ms "
+        "| median ratio | geo-mean ratio | identical top-k |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(*lines, sep="\n")
+
+
+if __name__ == "__main__":
+    main()
