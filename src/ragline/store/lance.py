@@ -891,7 +891,9 @@ class LanceStore(SearchDefaults):
     ) -> list[tuple[str, float]]:
         assert self._mirror is not None
         b = boosts or FieldBoosts()
-        counts = query_counts(sanitize_fts_query(query))
+        # the raw query: the analyser splits on punctuation itself, and the language
+        # is detected on what the user wrote ("¿Cómo …?" reads as Spanish, not without ¿?)
+        counts = query_counts(query[:_MAX_QUERY_CHARS])
         if not counts:
             return []
         scores = snap.keywords.scores(counts, (b.title, b.headings, b.text))

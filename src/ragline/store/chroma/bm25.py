@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ragline.store import bm25
-from ragline.store.base import FieldBoosts
+from ragline.store.base import FieldBoosts, metadata_json
 from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
 from ragline.types import Chunk, Filters
 
@@ -45,7 +45,7 @@ def _schema() -> str:
     lens = ", ".join(f"len{i} INTEGER NOT NULL" for i in range(len(bm25.KEYWORD_FIELDS)))
     return f"""
     CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS chunks ({cols}, {lens});
+    CREATE TABLE IF NOT EXISTS chunks ({cols}, metadata TEXT, {lens});
     CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id);
     CREATE TABLE IF NOT EXISTS postings (
         term TEXT NOT NULL, field INTEGER NOT NULL, chunk TEXT NOT NULL, tf INTEGER NOT NULL,
@@ -114,11 +114,13 @@ class TermIndex:
             self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
 
     def _add(self, chunks: Sequence[Chunk]) -> None:
-        marks = ", ".join("?" * (len(_FILTER_COLUMNS) + len(FIELD_NUMBER)))
+        marks = ", ".join("?" * (len(_FILTER_COLUMNS) + 1 + len(FIELD_NUMBER)))
         for chunk in chunks:
             terms = bm25.chunk_terms(chunk)
             lengths = [terms[f].length for f in bm25.KEYWORD_FIELDS]
+            # the metadata JSON too: metadata filters (language) test it as text
             values = [getattr(chunk, name) for name in _FILTER_COLUMNS]
+            values.append(metadata_json(chunk.metadata))
             self._db.execute(f"INSERT OR REPLACE INTO chunks VALUES ({marks})", values + lengths)
             self._db.executemany(
                 "INSERT INTO postings VALUES (?, ?, ?, ?)",

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row, metadata_json
-from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
+from ragline.store.filters import CHUNK_FILTER_FIELDS, CHUNK_METADATA_FILTERS, to_sql_predicate
 from ragline.types import Chunk, Filters
 
 #: Chunk fields kept as Chroma metadata (the text is the record's document).
@@ -66,6 +66,9 @@ def chunk_metadata(chunk: Chunk, write_id: str) -> dict[str, Any]:
             value = metadata_json(value)
         if value is not None:
             out[name] = value
+    for name in CHUNK_METADATA_FILTERS:  # filterable metadata keys as their own keys
+        if isinstance(chunk.metadata.get(name), str):
+            out[name] = chunk.metadata[name]
     out["write"] = write_id
     return out
 

@@ -16,6 +16,7 @@ from typing import Any
 from ragline.embed.base import ModelFingerprint
 from ragline.store import bm25
 from ragline.store.base import CHUNK_COLUMNS, StoreError, chunk_from_row, metadata_json
+from ragline.store.filters import CHUNK_METADATA_FILTERS
 from ragline.types import Chunk, DocumentRecord
 
 FORMAT_VERSION = 1
@@ -38,6 +39,9 @@ def chunk_row(chunk: Chunk, vector: Sequence[float]) -> dict[str, Any]:
             value = metadata_json(value)
         if value is not None:
             props[name] = value
+    for name in CHUNK_METADATA_FILTERS:  # filterable metadata keys as their own properties
+        if isinstance(chunk.metadata.get(name), str):
+            props[name] = chunk.metadata[name]
     terms = bm25.chunk_terms(chunk)
     props["headings"] = bm25.chunk_fields(chunk)["headings"]
     postings: list[list[Any]] = []
