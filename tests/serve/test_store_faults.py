@@ -1,5 +1,6 @@
 """The store going away under a running server (a real PostgreSQL stopped and
-started again; LanceDB's index folder moved away and back): answers keep coming from
+started again; LanceDB's index folder and Qdrant's local-mode folder moved away
+and back): answers keep coming from
 the cached popular chunks, marked low confidence with the reason; a search that has no
 cache gets a clear 503; readiness and answers come back by themselves."""
 
@@ -34,7 +35,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> bool:
 
 
 def assert_degraded_then_back(
-    live: LiveServer, break_store: Callable[[], None], fix_store: Callable[[], None]
+    live: LiveServer, break_store: Callable[[], object], fix_store: Callable[[], object]
 ) -> None:
     with live.client() as c:
         normal = c.post("/api/query", json={"question": QUESTION}).json()
@@ -148,4 +149,51 @@ def test_lance_folder_moved_away_and_back(
     finally:
         if aside.exists():
             aside.rename(lance)
+        stop_server(live)
+
+
+def test_qdrant_local_folder_moved_away_and_back(tmp_path: Path, embedder: Embedder) -> None:
+    folder = tmp_path / "qdrant"
+    aside = tmp_path / "aside"
+    settings = Settings(
+        index_dir=tmp_path / "index", store_url=f"qdrant+local://{folder}",
+        rate_limit_per_minute=0, warm_retry_s=0.5, store_retry_backoff_s=0.05,
+    )  # fmt: skip
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        assert rag.ingest(REPO / "docs").indexed
+    finally:
+        rag.close()  # local mode locks its folder: one process (here, the server) at a time
+    live = start_server(settings, embedder)
+    try:
+        assert_degraded_then_back(live, lambda: folder.rename(aside), lambda: aside.rename(folder))
+    finally:
+        if aside.exists():
+            aside.rename(folder)
+        stop_server(live)
+
+
+def test_qdrant_local_folder_replaced_by_a_copy(tmp_path: Path, embedder: Embedder) -> None:
+    """A restored copy (a new folder, same content) is reopened, not refused."""
+    folder = tmp_path / "qdrant"
+    settings = Settings(
+        index_dir=tmp_path / "index", store_url=f"qdrant+local://{folder}",
+        rate_limit_per_minute=0, warm_retry_s=0.5, store_retry_backoff_s=0.05,
+    )  # fmt: skip
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        assert rag.ingest(REPO / "docs").indexed
+    finally:
+        rag.close()
+    live = start_server(settings, embedder)
+    try:
+
+        def restore() -> None:
+            shutil.copytree(tmp_path / "backup", folder)
+
+        def lose() -> None:
+            folder.rename(tmp_path / "backup")
+
+        assert_degraded_then_back(live, lose, restore)
+    finally:
         stop_server(live)

@@ -1,8 +1,10 @@
 """QdrantStore specifics (local mode): collection layout, IDF modifier, reopening,
-the sparse-vector scores, and crash recovery from a left-behind journal."""
+the sparse-vector scores, crash recovery from a left-behind journal, and the
+folder going away under an open store."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +103,35 @@ def test_interrupted_write_is_rolled_back_on_open(tmp_path: Path) -> None:
         "old text two",
     ]
     again.close()
+
+
+def test_local_folder_moved_away_fails_then_comes_back(tmp_path: Path) -> None:
+    folder, aside = tmp_path / "q", tmp_path / "aside"
+    store = QdrantStore(folder, dimension=DIM, collection="kb")
+    put(store, "a", ["gradient descent", "attention heads"])
+    folder.rename(aside)
+    with pytest.raises(StoreError, match="unavailable"):
+        store.count_chunks()
+    with pytest.raises(StoreError, match="unavailable"):
+        put(store, "b", ["written into a folder that is gone"])
+    aside.rename(folder)
+    assert store.count_chunks() == 2
+    assert [r.doc_id for r in store.documents()] == ["a"]
+    store.close()
+
+
+def test_local_folder_replaced_by_a_copy_is_reopened(tmp_path: Path) -> None:
+    folder, backup = tmp_path / "q", tmp_path / "backup"
+    store = QdrantStore(folder, dimension=DIM, collection="kb")
+    put(store, "a", ["gradient descent"])
+    folder.rename(backup)
+    shutil.copytree(backup, folder)
+    put(store, "b", ["attention heads", "layer norm"])  # lands in the copy, not the backup
+    assert store.count_chunks() == 3
+    store.close()
+    reopened = QdrantStore(folder, dimension=DIM, collection="kb")
+    assert sorted(r.doc_id for r in reopened.documents()) == ["a", "b"]
+    reopened.close()
+    old = QdrantStore(backup, dimension=DIM, collection="kb")
+    assert [r.doc_id for r in old.documents()] == ["a"]
+    old.close()

@@ -41,11 +41,17 @@ Why it is built the way it is:
   other equality keys (a server uses them; local mode scans).
 * Local mode (``qdrant_client.QdrantClient(path=…)``) is single-process: the
   folder is locked while a store has it open; searches there are exhaustive.
+  It answers from memory, so it would go on answering (and write into a moved
+  folder) after its folder went away: every call first checks that the folder
+  is still the one it opened (device and inode). Missing → ``StoreError`` (a
+  server degrades and says so); back → normal again; a different folder put
+  in its place (a restored copy) → the client is reopened on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -200,15 +206,31 @@ class _StoreState:
         )
 
 
+def _target(location: str | Path) -> str:
+    text = str(location)
+    if text.startswith("qdrant+local://"):
+        return text[len("qdrant+local://") :]
+    if text.startswith("qdrant://"):
+        return "http://" + text[len("qdrant://") :]
+    return text
+
+
+def local_folder(location: str | Path) -> Path | None:
+    """The folder of a local-mode location, None for a server URL."""
+    text = _target(location)
+    return None if text.startswith(("http://", "https://")) else Path(text)
+
+
+def _folder_id(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def make_client(
     location: str | Path, api_key: str | None = None, timeout: int = 30
 ) -> QdrantClient:
     """A client for ``http(s)://host:port`` / ``qdrant://host:port`` or a local folder."""
-    text = str(location)
-    if text.startswith("qdrant+local://"):
-        text = text[len("qdrant+local://") :]
-    elif text.startswith("qdrant://"):
-        text = "http://" + text[len("qdrant://") :]
+    text = _target(location)
     if text.startswith(("http://", "https://")):
         return QdrantClient(url=text, api_key=api_key or None, timeout=timeout)
     path = Path(text)
@@ -248,8 +270,11 @@ class QdrantStore(SearchDefaults):
         self._meta = f"{collection}_meta"
         self._lock = threading.RLock()
         self._closed = False
+        self._api_key, self._timeout_s = api_key, timeout_s
+        self._folder = local_folder(location)
         try:
             self._client = make_client(location, api_key, timeout_s)
+            self._opened = _folder_id(self._folder) if self._folder is not None else None
             if not self._client.collection_exists(self._meta):
                 self._client.create_collection(self._meta, vectors_config={})
                 self._client.create_payload_index(
@@ -286,6 +311,27 @@ class QdrantStore(SearchDefaults):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"Qdrant store {self.name!r} is closed")
+        if self._folder is not None:
+            self._check_folder(self._folder)
+
+    def _check_folder(self, folder: Path) -> None:
+        """Local mode: fail while the folder is gone; reopen on a replaced one."""
+        try:
+            now = _folder_id(folder)
+        except OSError as exc:
+            raise StoreError(f"Qdrant local folder {folder} is unavailable: {exc}") from exc
+        if now == self._opened:
+            return
+        with self._lock:
+            if now == self._opened:  # another thread reopened it meanwhile
+                return
+            with contextlib.suppress(Exception):
+                self._client.close()
+            try:
+                self._client = make_client(folder, self._api_key, self._timeout_s)
+            except Exception as exc:
+                raise StoreError(f"Qdrant local folder {folder}: cannot reopen: {exc}") from exc
+            self._opened = now
 
     def _fresh(self) -> _StoreState:
         """The store point as it is now (another process may have rebuilt)."""
