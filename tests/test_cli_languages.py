@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from ragline.cli import app
 
-REACT = Path("/work/shared/data/react-docs")
 PAGES = [
     ("en", "reference/react/lazy.md"),
     ("en", "reference/react/createRef.md"),
@@ -24,13 +23,13 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def index(tmp_path_factory: pytest.TempPathFactory, react_docs: Path) -> Path:
     root = tmp_path_factory.mktemp("react")
     docs = root / "docs"
     for lang, page in PAGES:
         dest = docs / lang / page
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REACT / lang / page, dest)
+        shutil.copy(react_docs / lang / page, dest)
     idx = root / "index"
     result = runner.invoke(app, ["ingest", str(docs), "--index", str(idx), "--json"])
     assert result.exit_code == 0, result.output

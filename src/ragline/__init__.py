@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
     from ragline.ingest.web.fetch import FetchError
     from ragline.mcp.server import ToolBackend
+    from ragline.retrieve.conversation import QueryRewriter, Turn
     from ragline.retrieve.expand import RelatedChunksReader
     from ragline.retrieve.rerank import Reranker
     from ragline.serve.querylog import QueryLog, QueryLogError
@@ -104,6 +105,8 @@ _LOCATIONS: dict[str, str] = {
     "Delta": "ragline.answer.generators.base",
     "Message": "ragline.answer.generators.base",
     "RelatedChunksReader": "ragline.retrieve.expand",
+    "QueryRewriter": "ragline.retrieve.conversation",
+    "Turn": "ragline.retrieve.conversation",
     # errors
     "RaglineError": "ragline.errors",
     "InputError": "ragline.errors",
@@ -157,6 +160,7 @@ __all__ = [
     "ParsedDocument",
     "QueryLog",
     "QueryLogError",
+    "QueryRewriter",
     "Ragline",
     "RaglineError",
     "RateLimiter",
@@ -174,6 +178,7 @@ __all__ = [
     "StreamEvent",
     "TargetNotEmptyError",
     "ToolBackend",
+    "Turn",
 ]
 __version__ = "0.1.0"
 

@@ -12,9 +12,8 @@ from ragline.text.language import (
     document_language,
     normalize_language,
     prose,
+    query_language,
 )
-
-REACT = Path("/work/shared/data/react-docs")
 
 
 @pytest.mark.parametrize(
@@ -56,6 +55,17 @@ def test_declared_language_wins_and_short_chunks_inherit() -> None:
 @pytest.mark.parametrize(
     ("folder", "lang"), [("es", "es"), ("fr", "fr"), ("ja", "ja"), ("zh-hans", "zh")]
 )
-def test_translated_react_pages(folder: str, lang: str) -> None:
-    page = (REACT / folder / "learn/state-a-components-memory.md").read_text()
+def test_translated_react_pages(folder: str, lang: str, react_docs: Path) -> None:
+    page = (react_docs / folder / "learn/state-a-components-memory.md").read_text()
     assert document_language(page) == lang
+
+
+def test_a_short_query_is_english_unless_the_detector_is_sure() -> None:
+    """One-word English queries read as other languages at fastText's usual 0.5
+    ("quokka" → Finnish 0.84); a query is trusted only from QUERY_MIN_SCORE on."""
+    assert detect_language("quokka") == "fi"  # what the threshold guards against
+    assert query_language("quokka") == "en"
+    assert query_language("softmax") == "en"
+    assert query_language("¿Cómo agrega estado un componente?") == "es"
+    assert query_language("Comment un composant garde-t-il son état ?") == "fr"
+    assert query_language("コンポーネントに状態を追加するには？") == "ja"

@@ -3,7 +3,7 @@
 The fallback, the small-talk replies, the confidence reason and the lead-in of
 the suggestions exist in English, Spanish, French, Japanese and Chinese; any
 other language gets English. Pure: the question's language comes from
-:func:`ragline.text.language.detect_language`.
+:func:`ragline.text.language.query_language`.
 
 Confidence reasons are written in English by :mod:`ragline.answer.confidence`;
 :func:`translate_reason` recognises those templates and rewrites them, leaving
@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ragline.answer.smalltalk import smalltalk_kind
 from ragline.answer.smalltalk import smalltalk_reply as english_reply
-from ragline.text.language import detect_language
+from ragline.text.language import query_language
 from ragline.types import Confidence
 
 #: Languages ragline answers in; others get English.
@@ -171,7 +171,7 @@ _REASONS: list[tuple[re.Pattern[str], dict[str, str]]] = [
 
 def answer_language(question: str) -> str:
     """The language to answer ``question`` in: its own when supported, else English."""
-    lang = detect_language(question)
+    lang = query_language(question)
     return lang if lang in ANSWER_LANGUAGES else "en"
 
 

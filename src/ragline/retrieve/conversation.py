@@ -24,7 +24,7 @@ from typing import Protocol
 from ragline.store.bm25 import STOP_WORDS as ENGLISH_STOP_WORDS
 from ragline.store.bm25 import split_words
 from ragline.text import words as lang_words
-from ragline.text.language import detect_language
+from ragline.text.language import query_language
 
 
 class Turn(Protocol):
@@ -145,7 +145,7 @@ def content_terms(text: str, language: str | None = None) -> list[str]:
     then the other words that are not stop words of the text's language (CJK
     runs segmented). Kept as written, since they are searched again.
     """
-    lang = language or detect_language(text)
+    lang = language or query_language(text)
     # English: NLTK's short list (stopwords-iso's English one holds "state", "value"…).
     stops = ENGLISH_STOP_WORDS if lang == "en" else ENGLISH_STOP_WORDS | lang_words.stop_words(lang)
     out: list[str] = []
@@ -171,7 +171,7 @@ def content_terms(text: str, language: str | None = None) -> list[str]:
 
 def is_follow_up(question: str, language: str | None = None) -> bool:
     """True when ``question`` leans on an earlier turn (see the module docstring)."""
-    lang = language or detect_language(question)
+    lang = language or query_language(question)
     marks = FOLLOW_UP_MARKS.get(lang)
     if marks and any(m in question for m in marks):
         return True

@@ -25,7 +25,7 @@ from ragline.retrieve.fusion import Fused, Scored, rrf_scored, weighted_scored
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
 from ragline.store.base import Ranking, Store
-from ragline.text.language import detect_language
+from ragline.text.language import query_language
 from ragline.types import Filters, Hit, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
@@ -256,7 +256,7 @@ class Retriever:
             mode=mode,
             hits=hits,
             timings_ms=clock.stop(),
-            language=detect_language(query),
+            language=query_language(query),
         )
 
     def _expand_graph(self, hits: list[Hit], window: int, section: bool) -> list[Hit]:

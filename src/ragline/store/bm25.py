@@ -68,7 +68,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from ragline.text import words as lang_words
-from ragline.text.language import detect_language, normalize_language
+from ragline.text.language import normalize_language, query_language
 from ragline.types import Chunk
 
 #: BM25 parameters LanceDB uses (fixed there; app-side stores may honour settings).
@@ -328,11 +328,6 @@ class FieldStats:
             total += f.length
             df.update(f.tf.keys())
         return cls(n=n, df=dict(df), avgdl=total / n if n else 0.0)
-
-
-def query_language(query: str) -> str:
-    """The language a query is analysed in: detected, English when unsure."""
-    return detect_language(query)
 
 
 def query_counts(query: str, language: str | None = None) -> Counter[str]:
