@@ -9,6 +9,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from typer.testing import CliRunner
@@ -123,3 +124,21 @@ def test_failed_file_is_not_parsed_again_until_it_changes(
     (corpus / "bomb.md").write_text("# Fixed\n\nNo more aliases here.\n")
     fixed = rag.ingest(corpus)
     assert parsed == ["bomb.md"] and not fixed.failed and fixed.indexed == ["bomb.md"]
+
+
+def test_a_failure_of_this_machine_is_tried_again(
+    make_rag: Callable[..., Ragline], tmp_path: Path, gen: ModuleType
+) -> None:
+    """A scan that failed because Tesseract could not be found is not remembered:
+    once OCR can run, the next ingest reads it (its content never changed)."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    gen.write_scanned_pdf(corpus / "scan.pdf")
+    index = tmp_path / "index"
+    without = make_rag(index, ocr_command=str(tmp_path / "bin" / "tesseract"))
+    first = without.ingest(corpus)
+    assert [f.path for f in first.failed] == ["scan.pdf"]
+    assert "Tesseract OCR is not installed" in first.failed[0].reason
+    without.close()
+    fixed = make_rag(index).ingest(corpus)
+    assert not fixed.failed and fixed.indexed == ["scan.pdf"]

@@ -25,6 +25,7 @@ from ragline.answer.confidence import (
 )
 from ragline.answer.context import Context, CountTokens, build_context
 from ragline.answer.evidence import EvidenceWeights
+from ragline.answer.generators import extractive_generator
 from ragline.answer.generators.base import (
     ROLES,
     GenerationError,
@@ -32,7 +33,6 @@ from ragline.answer.generators.base import (
     Generator,
     Message,
 )
-from ragline.answer.generators.extractive import ExtractiveGenerator
 from ragline.answer.judging import judge_context
 from ragline.answer.prompt import FALLBACK_ANSWER, GENERATOR_DECLINED, RELATED_NOT_ANSWER
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
@@ -125,13 +125,6 @@ def validate_selected_text(text: object, max_chars: int) -> str:
     return t
 
 
-def fallback_text(suggestions: list[str]) -> str:
-    """The safe answer, with what the corpus does cover when that is known."""
-    if not suggestions:
-        return FALLBACK_ANSWER
-    return f"{FALLBACK_ANSWER} The documents cover, for example: {'; '.join(suggestions)}."
-
-
 def related_text(reason: str, labels: list[str]) -> str:
     """The fallback when passages were found but none answers: why, and what they are
     (so the reader can look, knowing they are related, not an answer)."""
@@ -165,11 +158,6 @@ def llm_busy_notice(error: str) -> str:
         f"The language model is busy ({why}), so this answer quotes the most relevant "
         "passages instead. "
     )
-
-
-def is_fallback(text: str) -> bool:
-    """True when a generator itself said the context does not hold the answer."""
-    return FALLBACK_ANSWER.lower().rstrip(".") in " ".join(text.lower().split())
 
 
 class Answerer:
@@ -380,9 +368,7 @@ class Answerer:
             if wrote or generator.name == "extractive":
                 yield StreamEvent("error", error=error)
             else:  # nothing written yet: the extractive answer, with a notice saying why
-                generator = ExtractiveGenerator(
-                    self.embed, max_sentences=self.settings.extractive_max_sentences
-                )
+                generator = extractive_generator(self.settings, self.embed)
                 notice = llm_busy_notice(error)
                 yield StreamEvent("token", text=notice)
                 tracker.feed(notice)

@@ -12,11 +12,16 @@ class IngestError(InputError):
     so editors and CI logs can jump to the spot.
     """
 
-    def __init__(self, source: str, line: int | None, reason: str) -> None:
+    def __init__(
+        self, source: str, line: int | None, reason: str, *, environment: bool = False
+    ) -> None:
         super().__init__(source, line, reason)
         self.source = source
         self.line = line
         self.reason = reason
+        #: The failure depends on this machine (a missing extra, no Tesseract), not on
+        #: the file alone: a later run must try the file again rather than recall it.
+        self.environment = environment
 
     def __str__(self) -> str:
         where = self.source if self.line is None else f"{self.source}:{self.line}"

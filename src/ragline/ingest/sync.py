@@ -183,9 +183,12 @@ class Indexer:
         plan = plan_sync(states, indexed)
         report.skipped = [s.path.relative_to(base).as_posix() for s in plan.unchanged]
         memory = FailureMemory(self.settings.index_dir, tenant)
+        # everything a parse depends on besides the file: a change retries its failures
         limits = (
             f"max_file_bytes={self.settings.max_file_bytes};"
-            f"max_metadata_bytes={self.settings.max_metadata_bytes}"
+            f"max_metadata_bytes={self.settings.max_metadata_bytes};"
+            f"ocr={self.settings.ocr}:{self.settings.ocr_languages}:{self.settings.ocr_dpi};"
+            f"pdf_tables={self.settings.pdf_tables}"
         )
         total_bytes = sum(s.size for s in plan.to_index)
         done_bytes = 0
@@ -204,7 +207,10 @@ class Indexer:
                 memory.forget(state.source)
             except IngestError as e:
                 report.failed.append(FileFailure(rel, e.reason, e.line))
-                memory.remember(state.source, Remembered(state.file_hash, limits, e.reason, e.line))
+                if not e.environment:  # a missing extra or Tesseract: try again next run
+                    memory.remember(
+                        state.source, Remembered(state.file_hash, limits, e.reason, e.line)
+                    )
             except Exception as e:  # a parser bug must not stop the other files
                 reason = f"{type(e).__name__}: {e}"
                 report.failed.append(FileFailure(rel, reason))

@@ -71,8 +71,8 @@ class HttpBackend:
         """Engine parts are built once by the app's warm-up: never race it."""
         waited = 0.0
         while not self.state.ready:
-            if self.state.ready_error:
-                raise ToolError(f"the index is not available: {self.state.ready_error}")
+            if self.state.ready_error:  # the details are in the server's log
+                raise ToolError("the index is not available; try again shortly")
             if waited >= self.state.settings.mcp_ready_timeout_s:
                 raise ToolError("the server is starting; retry in a moment")
             time.sleep(0.1)  # in a worker thread: the event loop goes on

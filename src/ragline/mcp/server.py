@@ -10,6 +10,7 @@ unknown one, as in the HTTP API. Engine calls block, so they run in worker threa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -32,6 +33,8 @@ INSTRUCTIONS = (
 )
 
 Mode = Literal["hybrid", "bm25", "vector"]
+
+log = logging.getLogger("ragline.mcp")
 
 
 class ToolBackend(Protocol):
@@ -109,8 +112,9 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
             return await anyio.to_thread.run_sync(call)
         except RequestProblem as e:
             raise ToolError(e.message) from None
-        except StoreError as e:
-            raise ToolError(f"the index is not available: {e}") from None
+        except StoreError as e:  # its message may name SQL, paths or tenants: logged only
+            log.error("MCP tool failed on the store: %s", e)
+            raise ToolError("the index is not available; try again shortly") from None
         except ValueError as e:
             raise ToolError(str(e)) from None
 

@@ -111,7 +111,6 @@ def _nearest_first(window: int) -> list[int]:
 
 
 @runtime_checkable
-@runtime_checkable
 class RelatedChunksReader(Protocol):
     """Optional on a store: the chunks around each hit in one call (the graph
     store walks NEXT_CHUNK and Chunk→Document←Chunk in one Cypher query)."""

@@ -26,6 +26,7 @@ __all__ = [
     "LocalModelUnavailable",
     "Message",
     "OpenAIGenerator",
+    "extractive_generator",
     "make_generator",
 ]
 
@@ -54,6 +55,12 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
             max_blocks=settings.local_max_blocks,
             constrain_citations=settings.local_constrain_citations,
         )
+    return extractive_generator(settings, embed)
+
+
+def extractive_generator(settings: Settings, embed: EmbedTexts) -> ExtractiveGenerator:
+    """The extractive generator as configured (evidence-led when the check is on): the
+    default generator, and the stand-in when a language model fails."""
     evidence = (
         EvidenceWeights(
             sentence_coverage=settings.evidence_sentence_weight,

@@ -24,6 +24,7 @@ def missing_extra(source: str, kind: str, extra: str, exc: ImportError) -> Inges
         None,
         f"reading {kind} files needs the {extra} extra ({exc.name} is not installed): "
         f"pip install 'ragline[{extra}]'",
+        environment=True,
     )
 
 

@@ -27,7 +27,7 @@ def parse_image(data: bytes, source: str, options: OcrOptions | None) -> ParsedD
     try:
         ocr = Ocr(options)
     except OcrUnavailable as exc:
-        raise IngestError(source, None, f"cannot OCR this image: {exc}") from exc
+        raise IngestError(source, None, f"cannot OCR this image: {exc}", environment=True) from exc
     pages: list[str] = []
     languages: set[str] = set()
     try:
@@ -37,7 +37,7 @@ def parse_image(data: bytes, source: str, options: OcrOptions | None) -> ParsedD
                 pages.append(text)
                 languages.add(used)
     except OcrUnavailable as exc:
-        raise IngestError(source, None, f"OCR failed: {exc}") from exc
+        raise IngestError(source, None, f"OCR failed: {exc}", environment=True) from exc
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise IngestError(source, None, f"unreadable image: {exc}") from exc
     metadata: dict[str, Any] = {

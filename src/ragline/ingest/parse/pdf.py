@@ -124,6 +124,7 @@ def _ocr_pages(
     reason; one with some text keeps it and lists the unread pages in its metadata.
     """
     scanned = len(blank) == len(pages)
+    unavailable = False
     if ocr is None:
         reason = "OCR is off (RAGLINE_OCR=false)"
     else:
@@ -134,7 +135,7 @@ def _ocr_pages(
                 pages[number - 1], used = reader.read(image)
                 languages.add(used)
         except OcrUnavailable as exc:
-            reason = str(exc)
+            reason, unavailable = str(exc), True
         except Exception as exc:  # pdfium raises its own errors for a page it cannot render
             raise IngestError(source, None, f"cannot render PDF page for OCR: {exc}") from exc
         else:
@@ -147,6 +148,7 @@ def _ocr_pages(
             None,
             f"PDF has no text layer on any of its {len(pages)} pages "
             f"(a scan or images only) and it cannot be OCRed: {reason}",
+            environment=unavailable,
         )
     metadata["pages_without_text"] = blank
     metadata["ocr_error"] = reason
