@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ragline.ingest.errors import IngestError
+from ragline.ingest.web.crawl import CrawledPage
+from ragline.ingest.web.fetch import FetchResult, Validators
+from ragline.ingest.web.ingest import page_parser
 from ragline.ingest.web.links import looks_like_sitemap, page_links, sitemap_entries
 from ragline.ingest.web.robots import rules_from
 from ragline.ingest.web.urls import chapter_of_url, is_asset, is_url, normalize, scope_of
@@ -72,3 +76,15 @@ def test_robots_answers_follow_rfc_9309() -> None:
     assert rules_from(404, "").can_fetch("ragline", "http://h/anything")  # no robots.txt
     assert not rules_from(503, "").can_fetch("ragline", "http://h/anything")  # overloaded
     assert not rules_from(0, "").can_fetch("ragline", "http://h/anything")  # unreachable
+
+
+def test_a_markdown_page_with_oversized_front_matter_fails_like_a_file() -> None:
+    """Web pages get the files' metadata cap: front matter is copied onto every chunk."""
+    body = "---\ntitle: Notes\nnote: " + "x" * 5000 + "\n---\n# Notes\n\nSome text.\n"
+    result = FetchResult(
+        "https://example.org/notes.md", 200, body.encode(), "text/markdown", "utf-8", Validators()
+    )
+    page = CrawledPage(result.url, result.url, result, (), "hash")
+    assert page_parser(page, max_metadata_bytes=10_000)().title == "Notes"
+    with pytest.raises(IngestError, match="RAGLINE_MAX_METADATA_BYTES"):
+        page_parser(page, max_metadata_bytes=1_000)()

@@ -58,10 +58,12 @@ _BOM = b"\xef\xbb\xbf"
 DEFAULT_MAX_METADATA_BYTES = 64 * 1024
 
 __all__ = [
+    "DEFAULT_MAX_METADATA_BYTES",
     "IMAGE_SUFFIXES",
     "SUPPORTED_SUFFIXES",
     "IngestError",
     "OcrOptions",
+    "check_metadata_size",
     "parse_csv",
     "parse_docx",
     "parse_epub",
@@ -124,17 +126,23 @@ def parse_file(
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:
         raise IngestError(source, None, f"no text to index in this {doc.format} file")
+    check_metadata_size(doc, max_metadata_bytes)
+    if default_title and doc.title == path.stem:  # every parser's last resort
+        doc = replace(doc, title=default_title)
+    return doc
+
+
+def check_metadata_size(doc: ParsedDocument, max_metadata_bytes: int) -> None:
+    """Refuse a document whose metadata (front matter) is over the cap: it is copied
+    onto every chunk, so a large one multiplies (files and web pages alike)."""
     meta_bytes = len(json.dumps(doc.metadata, default=str, ensure_ascii=False).encode())
     if meta_bytes > max_metadata_bytes:
         raise IngestError(
-            source,
+            doc.source,
             1,
             f"metadata (front matter) is {meta_bytes:,} bytes as JSON, over the limit of "
             f"{max_metadata_bytes:,} (RAGLINE_MAX_METADATA_BYTES); it is copied onto every chunk",
         )
-    if default_title and doc.title == path.stem:  # every parser's last resort
-        doc = replace(doc, title=default_title)
-    return doc
 
 
 def _decode(data: bytes, source: str, suffix: str) -> str:

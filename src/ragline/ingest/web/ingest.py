@@ -14,9 +14,17 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from ragline.ingest.errors import IngestError
-from ragline.ingest.parse import parse_html, parse_markdown, parse_pdf, parse_text
+from ragline.ingest.parse import (
+    DEFAULT_MAX_METADATA_BYTES,
+    OcrOptions,
+    check_metadata_size,
+    parse_html,
+    parse_markdown,
+    parse_pdf,
+    parse_text,
+)
 from ragline.ingest.report import FileFailure, IngestReport
-from ragline.ingest.sync import Indexer, ProgressCallback, SourcedDocument
+from ragline.ingest.sync import Indexer, ProgressCallback, SourcedDocument, ocr_options
 from ragline.ingest.web.cache import CachedPage, PageCache
 from ragline.ingest.web.crawl import HTML_TYPES, CrawledPage, crawl
 from ragline.ingest.web.fetch import Fetcher
@@ -27,9 +35,16 @@ from ragline.types import ParsedDocument
 _TEXT_TYPES = {"text/markdown": parse_markdown, "text/x-markdown": parse_markdown}
 
 
-def page_parser(page: CrawledPage) -> Callable[[], ParsedDocument]:
+def page_parser(
+    page: CrawledPage,
+    *,
+    ocr: OcrOptions | None = None,
+    pdf_tables: bool = True,
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+) -> Callable[[], ParsedDocument]:
     """How to parse a fetched page, by its media type (the URL's suffix when the
-    server sends none or a generic one)."""
+    server sends none or a generic one), with the options files get (OCR, PDF
+    tables, the metadata cap)."""
     media = page.result.content_type
     suffix = PurePosixPath(page.url.split("?", 1)[0]).suffix.lower()
     if media in ("", "application/octet-stream", "text/plain"):
@@ -49,11 +64,12 @@ def page_parser(page: CrawledPage) -> Callable[[], ParsedDocument]:
         elif media == "text/plain":
             doc = parse_text(page.result.text(), page.source)
         elif media == "application/pdf":
-            doc = parse_pdf(page.result.data, page.source)
+            doc = parse_pdf(page.result.data, page.source, ocr, tables=pdf_tables)
         else:
             raise IngestError(page.source, None, f"unsupported content type {media!r}")
         if not doc.blocks:
             raise IngestError(page.source, None, f"no text to index in this {doc.format} page")
+        check_metadata_size(doc, max_metadata_bytes)
         return doc
 
     return parse
@@ -96,7 +112,12 @@ def ingest_web(
             source=p.source,
             content_hash=p.content_hash,
             size=len(p.result.data),
-            parse=page_parser(p),
+            parse=page_parser(
+                p,
+                ocr=ocr_options(settings),
+                pdf_tables=settings.pdf_tables,
+                max_metadata_bytes=settings.max_metadata_bytes,
+            ),
             chapter=chapter_of_url(p.source, found.scope),
         )
         for p in found.pages
