@@ -6,9 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-
-from ragline.settings import Settings
 
 
 def mcp_command(
@@ -27,19 +24,14 @@ def mcp_command(
     """
     from ragline.engine import Ragline
     from ragline.mcp.server import LocalBackend, build_server
+    from ragline.serve.cli import settings_or_exit
 
     update: dict[str, object] = {}
     if tenant is not None:
         update["tenant"] = tenant
     if index is not None:
         update["index_dir"] = index
-    try:
-        settings = Settings(**update)  # type: ignore[arg-type]
-    except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        typer.echo(f"error: invalid setting {field}: {first['msg']}", err=True)
-        raise typer.Exit(2) from None
+    settings = settings_or_exit(update)
     rag = Ragline(settings)
     try:
         _ = rag.embedder  # load the model before the first call, not during it

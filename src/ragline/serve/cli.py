@@ -11,6 +11,18 @@ from pydantic import ValidationError
 from ragline.settings import Settings
 
 
+def settings_or_exit(update: dict[str, object]) -> Settings:
+    """Settings from the environment with the command line's choices on top; an
+    invalid one is a usage error (exit 2) naming the setting."""
+    try:
+        return Settings(**update)  # type: ignore[arg-type]
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "settings"
+        typer.echo(f"error: invalid setting {field}: {first['msg']}", err=True)
+        raise typer.Exit(2) from None
+
+
 def serve(
     host: Annotated[
         str | None, typer.Option("--host", help="Address to bind (default: $RAGLINE_SERVE_HOST).")
@@ -43,13 +55,7 @@ def serve(
         update["serve_workers"] = workers
     if index is not None:
         update["index_dir"] = index
-    try:
-        settings = Settings(**update)  # type: ignore[arg-type]
-    except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        typer.echo(f"error: invalid setting {field}: {first['msg']}", err=True)
-        raise typer.Exit(2) from None
+    settings = settings_or_exit(update)
     if settings.serve_workers > 1:
         # Each worker process builds its own app from the environment: pass the
         # command line's choices on through it.
