@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ragline.answer import i18n
@@ -81,3 +83,76 @@ def test_english_fallback_is_the_prompts() -> None:
     from ragline.answer.prompt import FALLBACK_ANSWER
 
     assert i18n.fallback_answer("en") == FALLBACK_ANSWER
+
+
+def _english_reasons() -> list[str]:
+    """Every reason template, produced by the functions that write them."""
+    from ragline.answer.confidence import assess, smalltalk_confidence, with_evidence
+    from ragline.answer.evidence import (
+        DATE,
+        EXPANSION,
+        NUMBER,
+        PERSON,
+        PLACE,
+        Constraints,
+        Evidence,
+        why_not,
+    )
+    from ragline.answer.prompt import GENERATOR_DECLINED
+    from ragline.types import Hit
+
+    from .conftest import chunk
+
+    def hit(score: float) -> Hit:
+        return Hit(chunk=chunk("c", "潮", title="潮"), score=score, rank=1, vector_score=score)
+
+    medium = assess([hit(0.5), hit(0.45)], 0.4, 0.65)
+    ev = Evidence(0, 0.7, True, 1.0, 1.0, 0.6)
+    c = Constraints(years=frozenset({"2018"}), terms=("潮",))
+    reasons = [
+        assess([], 0.4, 0.65).reason,
+        assess([hit(0.2)], 0.4, 0.65).reason,
+        medium.reason,
+        assess([hit(0.5)], 0.4, 0.65).reason,
+        smalltalk_confidence().reason,
+        GENERATOR_DECLINED,
+        with_evidence(medium, ev, True, "", "[1] 潮 > 大潮").reason,
+        with_evidence(medium, ev, True, "").reason,
+        why_not(c, None, ""),
+        why_not(c, Evidence(0, 0.2, False, 0.5, 0.5, 0.3, ("2018",)), "二〇二二年 2022"),
+        why_not(Constraints(terms=("潮",)), Evidence(0, 0.2, False, 0.5, 0.5, 0.3, ("月",)), ""),
+        why_not(Constraints(), Evidence(0, 0.2, False, 0.5, 0.5, 0.3), ""),
+    ]
+    for kind in (PERSON, DATE, NUMBER, PLACE, EXPANSION, None):
+        typed = Constraints(answer_type=kind)
+        reasons.append(why_not(typed, Evidence(0, 0.6, False, 1.0, 1.0, 0.5, type_ok=False), ""))
+    return reasons
+
+
+@pytest.mark.parametrize("reason", _english_reasons())
+def test_every_reason_template_is_translated(reason: str) -> None:
+    latin = re.compile(r"[A-Za-z]{3,}")
+    assert latin.search(reason)  # the English original (inserted values hold no Latin words)
+    for lang in ("ja", "zh"):
+        translated = i18n.reason_text(reason, lang)
+        assert latin.search(translated) is None, (lang, translated)
+    for lang in ("es", "fr"):
+        assert i18n.reason_text(reason, lang) != reason, lang
+    assert i18n.reason_text(reason, "de") == reason  # others: English
+
+
+def test_related_passages_and_busy_notice_in_each_language() -> None:
+    from ragline.answer.prompt import GENERATOR_DECLINED
+
+    for lang in i18n.ANSWER_LANGUAGES:
+        text = i18n.related_text("why", ["潮 > 大潮", "潮 > 小潮"], lang)
+        assert text.startswith(i18n.fallback_answer(lang)) and "潮 > 小潮" in text
+        assert i18n.related_text("why", [], lang) == i18n.fallback_answer(lang)
+        notices = {i18n.llm_busy_notice(e, lang) for e in ("high traffic", "429", "timed out", "?")}
+        assert len(notices) == 4  # each kind of failure said differently
+    assert "Related passages, which do not answer it: a; b." in i18n.related_text(
+        "why", ["a", "b"], "en"
+    )
+    assert "関連する箇所" in i18n.related_text(GENERATOR_DECLINED, ["潮"], "ja")
+    assert i18n.llm_busy_notice("429", "de") == i18n.llm_busy_notice("429", "en")
+    assert i18n.llm_busy_notice("429", "en").startswith("The language model is busy (it is rate")

@@ -34,7 +34,7 @@ from ragline.answer.generators.base import (
     Message,
 )
 from ragline.answer.judging import judge_context
-from ragline.answer.prompt import FALLBACK_ANSWER, GENERATOR_DECLINED, RELATED_NOT_ANSWER
+from ragline.answer.prompt import GENERATOR_DECLINED
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.settings import Settings
 from ragline.types import (
@@ -125,39 +125,12 @@ def validate_selected_text(text: object, max_chars: int) -> str:
     return t
 
 
-def related_text(reason: str, labels: list[str]) -> str:
-    """The fallback when passages were found but none answers: why, and what they are
-    (so the reader can look, knowing they are related, not an answer)."""
-    if not labels:
-        return FALLBACK_ANSWER
-    passages = "; ".join(dict.fromkeys(labels))
-    return f"{FALLBACK_ANSWER} {RELATED_NOT_ANSWER.format(reason=reason, passages=passages)}"
-
-
 def unsupported_sentences(text: str, citations: list[Citation]) -> list[str]:
     """Claims (answer sentences) that carry citations, none of them supported."""
     by_claim: dict[str, bool] = {}
     for c in citations:
         by_claim[c.claim] = by_claim.get(c.claim, False) or c.supported
     return [claim for claim, ok in by_claim.items() if not ok and claim and claim in text]
-
-
-def llm_busy_notice(error: str) -> str:
-    """The first words of an answer the extractive generator wrote because the
-    language model failed (``error`` says how; only its kind is shown)."""
-    low = error.lower()
-    if "high traffic" in low:
-        why = "high traffic, please try again in a few seconds"
-    elif "429" in low or "rate" in low:
-        why = "it is rate limited"
-    elif "timed out" in low:
-        why = "it did not answer in time"
-    else:
-        why = "it could not be reached"
-    return (
-        f"The language model is busy ({why}), so this answer quotes the most relevant "
-        "passages instead. "
-    )
 
 
 class Answerer:
@@ -260,7 +233,8 @@ class Answerer:
         if reply is not None:
             yield StreamEvent("token", text=reply)
             _lap(timings, "total", t0)
-            answer = self._plain(q, reply, smalltalk_confidence(), timings, smalltalk=True)
+            chat = i18n.translate_reason(smalltalk_confidence(), i18n.answer_language(q))
+            answer = self._plain(q, reply, chat, timings, smalltalk=True)
             yield StreamEvent("done", answer=answer)
             return
 
@@ -310,8 +284,10 @@ class Answerer:
                 ev.reason(context),
                 f"[{block.number}] {block.label}" if block is not None else "",
             )
+            confidence = i18n.translate_reason(confidence, lang)
             if not ev.answers:
-                text = related_text(confidence.reason, [b.label for b in context.blocks])
+                labels = [b.label for b in context.blocks]
+                text = i18n.related_text(confidence.reason, labels, lang)
                 yield StreamEvent("token", text=text)
                 _lap(timings, "total", t0)
                 answer = self._plain(
@@ -369,7 +345,7 @@ class Answerer:
                 yield StreamEvent("error", error=error)
             else:  # nothing written yet: the extractive answer, with a notice saying why
                 generator = extractive_generator(self.settings, self.embed)
-                notice = llm_busy_notice(error)
+                notice = i18n.llm_busy_notice(error, i18n.answer_language(q))
                 yield StreamEvent("token", text=notice)
                 tracker.feed(notice)
                 for delta in generator.generate(request):
@@ -388,15 +364,17 @@ class Answerer:
         text = resolved.text.strip()
         citations = [replace(c, start=c.start - lead, end=c.end - lead) for c in resolved.citations]
         fallback = False
+        lang = i18n.answer_language(q)
         if not text and error is None:  # nothing in the context was answer-worthy
-            text, fallback = i18n.fallback_answer(i18n.answer_language(q)), True
+            text, fallback = i18n.fallback_answer(lang), True
             yield StreamEvent("token", text=text)
         elif i18n.is_fallback(text):
             # The generator says the context does not answer: the answer is the
             # fallback, with the passages as related and the confidence saying so.
             fallback = True
-            confidence = Confidence(confidence.score, LOW, GENERATOR_DECLINED)
-            text = related_text(GENERATOR_DECLINED, [b.label for b in context.blocks])
+            reason = i18n.reason_text(GENERATOR_DECLINED, lang)
+            confidence = Confidence(confidence.score, LOW, reason)
+            text = i18n.related_text(reason, [b.label for b in context.blocks], lang)
             citations = []
         _lap(timings, "total", t0)
         answer = Answer(

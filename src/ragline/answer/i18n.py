@@ -1,13 +1,15 @@
 """What ragline itself says in an answer, in the question's language.
 
-The fallback, the small-talk replies, the confidence reason and the lead-in of
-the suggestions exist in English, Spanish, French, Japanese and Chinese; any
-other language gets English. Pure: the question's language comes from
-:func:`ragline.text.language.query_language`.
+The fallback, the related-passages note, the small-talk replies, the confidence
+reasons, the LLM-busy notice and the lead-in of the suggestions exist in English,
+Spanish, French, Japanese and Chinese; any other language gets English. Pure: the
+question's language comes from :func:`ragline.text.language.query_language`.
 
-Confidence reasons are written in English by :mod:`ragline.answer.confidence`;
-:func:`translate_reason` recognises those templates and rewrites them, leaving
-any other reason as it is, so the two modules can change independently.
+Confidence reasons are written in English by :mod:`ragline.answer.confidence`
+and :mod:`ragline.answer.evidence`; :func:`translate_reason` recognises those
+templates and rewrites them, leaving any other reason as it is, so the modules
+can change independently (tests/answer/test_i18n.py produces every template
+with the real functions and fails on one left in English).
 """
 
 from __future__ import annotations
@@ -169,6 +171,161 @@ _REASONS: list[tuple[re.Pattern[str], dict[str, str]]] = [
 ]
 
 
+_REASONS += [
+    (
+        re.compile(r"^small talk: nothing was retrieved$"),
+        {
+            "es": "conversación: no se buscó nada",
+            "fr": "conversation : rien n'a été recherché",
+            "ja": "雑談のため、検索は行っていません",
+            "zh": "闲聊：未进行检索",
+        },
+    ),
+    (
+        re.compile(r"^the generator found no answer in the passages$"),
+        {
+            "es": "el generador no encontró la respuesta en los pasajes",
+            "fr": "le générateur n'a pas trouvé la réponse dans les passages",
+            "ja": "生成モデルは各箇所に答えを見つけられませんでした",
+            "zh": "生成器未在段落中找到答案",
+        },
+    ),
+    (
+        re.compile(r"^no retrieved passage has a sentence to check$"),
+        {
+            "es": "ningún pasaje recuperado tiene una frase que comprobar",
+            "fr": "aucun passage trouvé n'a de phrase à vérifier",
+            "ja": "検索された箇所に確認できる文がありません",
+            "zh": "检索到的段落中没有可供核对的句子",
+        },
+    ),
+    (
+        re.compile(r"^the passages cover (?P<found>.+), not (?P<asked>.+)$"),
+        {
+            "es": "los pasajes tratan {found}, no {asked}",
+            "fr": "les passages portent sur {found}, pas sur {asked}",
+            "ja": "各箇所が扱うのは {found} で、{asked} ではありません",
+            "zh": "段落涉及的是 {found}，而不是 {asked}",
+        },
+    ),
+    (
+        re.compile(r"^the passages do not mention (?P<terms>.+)$"),
+        {
+            "es": "los pasajes no mencionan {terms}",
+            "fr": "les passages ne mentionnent pas {terms}",
+            "ja": "各箇所に {terms} への言及がありません",
+            "zh": "段落中没有提到 {terms}",
+        },
+    ),
+    (
+        re.compile(r"^no passage sentence gives (?P<kind>.+)$"),
+        {
+            "es": "ninguna frase de los pasajes da {kind}",
+            "fr": "aucune phrase des passages ne donne {kind}",
+            "ja": "{kind}を示す文がありません",
+            "zh": "没有句子给出{kind}",
+        },
+    ),
+    (
+        re.compile(
+            r"^no passage sentence answers the question \(best evidence (?P<ev>[\d.]+); "
+            r"key terms covered (?P<pct>\d+%)\)$"
+        ),
+        {
+            "es": "ninguna frase de los pasajes responde a la pregunta (mejor evidencia {ev}; "
+            "términos clave cubiertos {pct})",
+            "fr": "aucune phrase des passages ne répond à la question (meilleure preuve {ev} ; "
+            "termes clés couverts {pct})",
+            "ja": "質問に答える文がありません（最良の根拠 {ev}、キーワードの網羅率 {pct}）",
+            "zh": "没有句子回答该问题（最佳证据 {ev}；关键词覆盖 {pct}）",
+        },
+    ),
+    (  # ragline.answer.confidence.with_evidence: "<retrieval reason>; a sentence … answers it"
+        re.compile(
+            r"^(?P<head>.+); a sentence(?: in (?P<label>.+))? answers it "
+            r"\(evidence (?P<ev>[\d.]+), (?P<pct>\d+%) of the key terms\)$",
+            re.S,
+        ),
+        {
+            "es": "{head}; una frase{label} responde (evidencia {ev}, {pct} de los términos clave)",
+            "fr": "{head} ; une phrase{label} y répond (preuve {ev}, {pct} des termes clés)",
+            "ja": "{head}。{label}の文が答えています（根拠 {ev}、キーワードの {pct}）",
+            "zh": "{head}；{label}的一个句子回答了该问题（证据 {ev}，关键词的 {pct}）",
+        },
+    ),
+]
+
+#: What the ``kind`` of "no passage sentence gives …" reads as.
+_KINDS: dict[str, dict[str, str]] = {
+    "a name": {"es": "un nombre", "fr": "un nom", "ja": "名前", "zh": "名字"},
+    "a date": {"es": "una fecha", "fr": "une date", "ja": "日付", "zh": "日期"},
+    "a number": {"es": "un número", "fr": "un nombre", "ja": "数値", "zh": "数字"},
+    "a place": {"es": "un lugar", "fr": "un lieu", "ja": "場所", "zh": "地点"},
+    "what it stands for": {
+        "es": "lo que significa",
+        "fr": "ce qu'il signifie",
+        "ja": "略語の意味",
+        "zh": "缩写的含义",
+    },
+    "the answer": {"es": "la respuesta", "fr": "la réponse", "ja": "答え", "zh": "答案"},
+}
+#: How the answering block is named inside a reason ("in [1] Title").
+_IN_LABEL = {"es": " en {label}", "fr": " dans {label}", "ja": "{label}", "zh": "{label}"}
+
+#: After the fallback, when passages were found that do not answer (the English one
+#: is prompt.RELATED_NOT_ANSWER; the test checks).
+RELATED: dict[str, str] = {
+    "en": "({reason}.) Related passages, which do not answer it: {passages}.",
+    "es": "({reason}.) Pasajes relacionados, que no responden a la pregunta: {passages}.",
+    "fr": "({reason}.) Passages liés, qui n'y répondent pas : {passages}.",
+    "ja": "（{reason}。）関連する箇所（質問の答えではありません）：{passages}。",
+    "zh": "（{reason}。）相关段落（并未回答该问题）：{passages}。",
+}
+
+#: The first words of an answer quoted by the extractive generator because the
+#: language model failed; ``{why}`` is one of :data:`BUSY_WHY`.
+BUSY: dict[str, str] = {
+    "en": "The language model is busy ({why}), so this answer quotes the most relevant "
+    "passages instead. ",
+    "es": "El modelo de lenguaje está ocupado ({why}), así que esta respuesta cita en su "
+    "lugar los pasajes más relevantes. ",
+    "fr": "Le modèle de langage est occupé ({why}) : cette réponse cite donc plutôt les "
+    "passages les plus pertinents. ",
+    "ja": "言語モデルが混み合っているため（{why}）、代わりに最も関連する箇所を引用して回答します。",
+    "zh": "语言模型繁忙（{why}），因此本回答改为引用最相关的段落。",
+}
+BUSY_WHY: dict[str, dict[str, str]] = {
+    "traffic": {
+        "en": "high traffic, please try again in a few seconds",
+        "es": "mucho tráfico, inténtalo de nuevo en unos segundos",
+        "fr": "trafic élevé, réessayez dans quelques secondes",
+        "ja": "アクセスが集中しています。数秒後にもう一度お試しください",
+        "zh": "访问量过大，请几秒后重试",
+    },
+    "rate": {
+        "en": "it is rate limited",
+        "es": "ha alcanzado su límite de peticiones",
+        "fr": "sa limite de requêtes est atteinte",
+        "ja": "リクエスト数の上限に達しました",
+        "zh": "已达到请求频率上限",
+    },
+    "timeout": {
+        "en": "it did not answer in time",
+        "es": "no respondió a tiempo",
+        "fr": "il n'a pas répondu à temps",
+        "ja": "時間内に応答がありませんでした",
+        "zh": "未能及时响应",
+    },
+    "unreachable": {
+        "en": "it could not be reached",
+        "es": "no se pudo contactar",
+        "fr": "il est injoignable",
+        "ja": "接続できませんでした",
+        "zh": "无法连接",
+    },
+}
+
+
 def answer_language(question: str) -> str:
     """The language to answer ``question`` in: its own when supported, else English."""
     lang = query_language(question)
@@ -208,12 +365,54 @@ def smalltalk_reply(message: str) -> str | None:
     return english_reply(message)
 
 
+def reason_text(reason: str, language: str) -> str:
+    """``reason`` in ``language`` when its template is known, else as it is."""
+    if language == "en":
+        return reason
+    for pattern, texts in _REASONS:
+        m = pattern.match(reason)
+        if m is None or language not in texts:
+            continue
+        parts = {k: v or "" for k, v in m.groupdict().items()}
+        if "head" in parts:  # a reason inside the reason
+            parts["head"] = reason_text(parts["head"], language)
+        if parts.get("label"):
+            parts["label"] = _IN_LABEL[language].format(label=parts["label"])
+        if "kind" in parts:
+            parts["kind"] = _KINDS.get(parts["kind"], {}).get(language, parts["kind"])
+        return texts[language].format(**parts)
+    return reason
+
+
 def translate_reason(confidence: Confidence, language: str) -> Confidence:
     """``confidence`` with its reason in ``language`` when the template is known."""
-    if language == "en":
-        return confidence
-    for pattern, texts in _REASONS:
-        m = pattern.match(confidence.reason)
-        if m and language in texts:
-            return replace(confidence, reason=texts[language].format(**m.groupdict()))
-    return confidence
+    text = reason_text(confidence.reason, language)
+    return confidence if text == confidence.reason else replace(confidence, reason=text)
+
+
+def related_text(reason: str, labels: list[str], language: str = "en") -> str:
+    """The fallback when passages were found but none answers: why (``reason``, in
+    ``language`` already), and what they are, so the reader can look, knowing they
+    are related, not an answer."""
+    text = fallback_answer(language)
+    if not labels:
+        return text
+    passages = _LIST_SEP.get(language, "; ").join(dict.fromkeys(labels))
+    note = RELATED.get(language, RELATED["en"]).format(reason=reason, passages=passages)
+    return text + ("" if language in _LIST_SEP else " ") + note
+
+
+def llm_busy_notice(error: str, language: str = "en") -> str:
+    """The first words of an answer the extractive generator wrote because the
+    language model failed (``error`` says how; only its kind is shown)."""
+    low = error.lower()
+    if "high traffic" in low:
+        why = "traffic"
+    elif "429" in low or "rate" in low:
+        why = "rate"
+    elif "timed out" in low:
+        why = "timeout"
+    else:
+        why = "unreachable"
+    lang = language if language in BUSY else "en"
+    return BUSY[lang].format(why=BUSY_WHY[why][lang])

@@ -11,8 +11,6 @@ from __future__ import annotations
 from ragline.answer.generators.base import GenerationRequest
 
 FALLBACK_ANSWER = "I don't have enough information in the provided documents to answer that."
-#: After the fallback, when passages were found that do not answer: "{reason}", "{passages}".
-RELATED_NOT_ANSWER = "({reason}.) Related passages, which do not answer it: {passages}."
 #: Confidence reason when an LLM itself says the context does not answer.
 GENERATOR_DECLINED = "the generator found no answer in the passages"
 
