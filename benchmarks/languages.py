@@ -1,10 +1,12 @@
 """Languages and follow-ups on react.dev's translated docs: hit@3 per mode and model.
 
 Indexes a subset of ``../shared/data/react-docs`` per language (the pages the
-questions target, prose only; the same paths
-in every language) into Qdrant's local mode, whose BM25 is ragline's own
-analyser (LanceDB's native full-text index is English only until issue 13),
-once with the default model and once with multilingual-e5-small, and measures:
+questions target plus ``--distractors`` other pages found in every language,
+prose only; the same paths in every language) into the store chosen by
+``--store`` (``lance``: the default LanceDB store, whose in-memory mirror scores
+BM25 with ragline's per-language analyser; ``qdrant``: Qdrant's local mode, the
+same analyser), once with the default model and once with multilingual-e5-small
+(``--models`` picks), and measures:
 
 * same-language hit@3 (a top-3 hit from the target page) per mode;
 * cross-language hit@3: es/fr/ja/zh questions over the English index;
@@ -13,6 +15,7 @@ once with the default model and once with multilingual-e5-small, and measures:
 * the e5 top cosine of in-scope vs out-of-scope questions (confidence floor).
 
     python benchmarks/languages.py --work /tmp/langbench --out benchmarks/results/languages.md
+    python benchmarks/languages.py --store lance --distractors 40 --models onnx --work /tmp/lb
 
 Indexes are kept under ``--work`` and reused.
 """
@@ -45,9 +48,11 @@ LANGS = ["en", "es", "fr", "ja", "zh-hans"]
 MODES = ["bm25", "vector", "hybrid"]
 DOCS = [REACT]
 MODELS = {"default (MiniLM)": "onnx", "multilingual-e5-small": "e5"}
-#: Extra pages besides the targets (none: the 20 target pages, all React topics,
-#: are each other's distractors; the loaded machine embeds e5 at 0.2-9 passages/s).
+#: Extra pages besides the targets (``--distractors``; none by default: the 20 target
+#: pages, all React topics, are each other's distractors).
 DISTRACTORS: list[str] = []
+#: The store of every index (``--store``).
+STORE = ["qdrant"]
 #: Code and interactive examples removed before indexing (prose only): they are
 #: two thirds of react.dev's bytes and no question is about them.
 _NOT_PROSE = re.compile(
@@ -87,6 +92,17 @@ class CachedQueries:
 
 
 EMBEDDERS: dict[str, CachedQueries] = {}
+#: Phrases of ragline's own English answer text (fallback, related passages, reasons,
+#: LLM-busy notice): none may appear in a Japanese or Chinese answer.
+ENGLISH_PHRASES = (
+    FALLBACK["en"].lower()[:30],
+    "the documents cover",
+    "related passages",
+    "top relevance",
+    "the language model is busy",
+    "answer-worthy",
+    "no passage",
+)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -102,9 +118,10 @@ def engine(
 ) -> Ragline:
     """The index of one language with one model (built on first use)."""
     base = work / f"{lang}-{model}{name}"
+    store_url = f"qdrant+local://{base / 'qdrant'}" if STORE[0] == "qdrant" else ""
     settings = Settings(
         index_dir=base / "index",
-        store_url=f"qdrant+local://{base / 'qdrant'}",
+        store_url=store_url,
         embedder=model,  # type: ignore[arg-type]
         **extra,
     )
@@ -123,6 +140,25 @@ def engine(
             json.dumps({"chunks": report.chunks, "s": time.perf_counter() - t0})
         )
     return rag
+
+
+def distractors(data: Path, targets: set[str], n: int) -> list[str]:
+    """``n`` pages found in every language besides the targets, spread evenly over the
+    sorted paths (learn/ and reference/ alike), the same on every run."""
+    common = set.intersection(
+        *({str(p.relative_to(data / lang)) for p in (data / lang).rglob("*.md")} for lang in LANGS)
+    )
+    rest = sorted(common - targets)
+    if n <= 0 or not rest:
+        return []
+    step = max(1, len(rest) // n)
+    return rest[::step][:n]
+
+
+def english_text(text: str) -> bool:
+    """True when ``text`` holds a phrase of ragline's own English answer text."""
+    low = " ".join(text.lower().split())
+    return any(p in low for p in ENGLISH_PHRASES)
 
 
 def is_hit(hits: list[Any], target: str, k: int = 3) -> bool:
@@ -156,12 +192,27 @@ def main() -> None:
     ap.add_argument(
         "--e5-confidence-min", type=float, default=0.0, help="0: above every out-of-scope score"
     )
+    ap.add_argument("--no-answers", action="store_true", help="skip the ja/zh answers")
+    ap.add_argument("--store", choices=["lance", "qdrant"], default="qdrant")
+    ap.add_argument(
+        "--distractors", type=int, default=0, help="other pages indexed besides the targets"
+    )
+    ap.add_argument(
+        "--models",
+        default=",".join(MODELS.values()),
+        help="embedders measured, comma-separated (onnx, e5)",
+    )
     args = ap.parse_args()
     DOCS[0] = args.data
+    STORE[0] = args.store
+    wanted = set(args.models.split(","))
+    for label in [k for k, v in MODELS.items() if v not in wanted]:
+        del MODELS[label]
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     loads = [load_average()[0]]
     questions = read_jsonl(DATA / "languages_questions.jsonl")
     followups = read_jsonl(DATA / "followups.jsonl")
+    DISTRACTORS[:] = distractors(args.data, {q["target"] for q in questions}, args.distractors)
     subset = pages(questions)
     by_lang: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for q in questions:
@@ -243,34 +294,40 @@ def main() -> None:
 
     ins: list[float] = []
     oos: list[float] = []
-    if ready("en", "e5"):
+    if "e5" in MODELS.values() and ready("en", "e5"):
         ins, oos = measured("scale/e5", scale) or ([], [])
     # The floor sits just above every out-of-scope question, as MiniLM's 0.40 does.
     floor = args.e5_confidence_min
     if floor <= 0:
         floor = round(max(oos) + 0.005, 3) if oos else 0.0
 
-    # Answers (extractive, hybrid) to the ja/zh questions with the multilingual model.
-    english = FALLBACK["en"].lower()[:30]
-
-    def answer_run(lang: str) -> list[int]:
-        high = min(1.0, floor + 0.04)  # the level "high" band, on the same scale
-        rag = engine(args.work, lang, "e5", subset, confidence_min=floor, confidence_high=high)
+    # Answers (extractive, hybrid) to the ja/zh questions with each model: e5 at the
+    # floor above (its scale), the default model at its own defaults.
+    def answer_run(lang: str, model: str) -> list[int]:
+        extra: dict[str, float] = {}
+        if model == "e5":  # the level "high" band on the same scale
+            extra = {"confidence_min": floor, "confidence_high": min(1.0, floor + 0.04)}
+        rag = engine(args.work, lang, model, subset, **extra)
         right = fallback = eng = 0
         for q in by_lang[lang][: args.answers]:
             a = rag.ask(q["question"])
             cited = {c.source for c in a.citations}
             right += any(s.endswith("/" + q["target"]) for s in cited) and not a.fallback
             fallback += a.fallback
-            eng += english in a.text.lower() or "the documents cover" in a.text.lower()
+            eng += english_text(a.text)
         rag.close()
         return [right, fallback, eng, len(by_lang[lang][: args.answers])]
 
-    answers: dict[str, list[int] | None] = {}
-    for lang in ("ja", "zh-hans"):
-        ok = ready(lang, "e5") and floor > 0
-        key = f"answers/{lang}/{floor}/{args.answers}"
-        answers[lang] = measured(key, lambda lang=lang: answer_run(lang)) if ok else None
+    answers: dict[tuple[str, str], list[int] | None] = {}
+    for label, model in MODELS.items():
+        for lang in ("ja", "zh-hans"):
+            ok = ready(lang, model) and (model != "e5" or floor > 0) and not args.no_answers
+            key = f"answers/{lang}/{model}/{floor if model == 'e5' else 'default'}/{args.answers}"
+            answers[(lang, label)] = (
+                measured(key, lambda lang=lang, model=model: answer_run(lang, model))
+                if ok
+                else None
+            )
 
     # Follow-ups over an English index that also holds their target pages (default model:
     # the carry-over is a keyword-side change, and e5 indexing is slow on this machine).
@@ -301,16 +358,27 @@ def main() -> None:
     lines += [
         f"- command: `{command_line()}`",
         f"- data: `../shared/data/react-docs/{{en,es,fr,ja,zh-hans}}`, {len(subset)} pages per "
-        f"language (the {len({q['target'] for q in questions})} pages the questions target and "
-        f"no other pages: they are each other's distractors; same paths in every "
-        "language), prose only: code blocks and interactive examples removed. The machine "
-        "is loaded (e5 embedded 0.2 passages/s during the runs), hence the subset.",
+        f"language (the {len({q['target'] for q in questions})} pages the questions target"
+        + (
+            f" and {len(DISTRACTORS)} other pages found in every language, spread evenly over "
+            "the sorted paths"
+            if DISTRACTORS
+            else " and no other pages: they are each other's distractors"
+        )
+        + "; same paths in every language), prose only: code blocks and interactive "
+        "examples removed.",
         f"- questions: `benchmarks/data/languages_questions.jsonl` ({len(by_lang['en'])} per "
         "language, the same questions translated), `benchmarks/data/followups.jsonl` "
         f"({len(followups)} pairs, over an English index of {len(fu_pages)} pages: the subset "
         "plus the follow-ups' target pages)",
-        "- store: Qdrant local mode (its BM25 is ragline's per-language analyser); hit@3 = a "
-        "top-3 chunk comes from the target page",
+        "- store: "
+        + (
+            "Qdrant local mode (its BM25 is ragline's per-language analyser)"
+            if args.store == "qdrant"
+            else "LanceDB, the default store (BM25 from its in-memory mirror: ragline's "
+            "per-language analyser)"
+        )
+        + "; hit@3 = a top-3 chunk comes from the target page",
         "- index sizes: "
         + ", ".join(
             f"{lang}/{m} {int(s['chunks'])} chunks ({s['s']:.0f} s)"
@@ -335,18 +403,21 @@ def main() -> None:
         lines.append(row(lang, label, r))
     lines += [
         "",
-        f"## Answers in Japanese and Chinese (extractive, hybrid, multilingual-e5-small, "
-        f"confidence_min {floor})",
+        "## Answers in Japanese and Chinese (extractive, hybrid; multilingual-e5-small at "
+        f"confidence_min {floor}, the default model at its defaults)",
         "",
-        "| language | cite the target page | fallbacks | English text in the answer |",
-        "|---|---:|---:|---:|",
+        "English text = a phrase of ragline's own English answer text (fallback, related "
+        "passages, confidence reasons, LLM-busy notice) in the answer.",
+        "",
+        "| language | model | cite the target page | fallbacks | English text in the answer |",
+        "|---|---|---:|---:|---:|",
     ]
-    for lang, res in answers.items():
+    for (lang, label), res in answers.items():
         if res is None:
-            lines.append(f"| {lang} | not run (index not built in time) | | |")
+            lines.append(f"| {lang} | {label} | not run | | |")
             continue
         right, fb, eng, n = res
-        lines.append(f"| {lang} | {right}/{n} ({right / n:.0%}) | {fb} | {eng} |")
+        lines.append(f"| {lang} | {label} | {right}/{n} ({right / n:.0%}) | {fb} | {eng} |")
     lines += [
         "",
         "## Follow-ups (hybrid hit@3 over the English index)",

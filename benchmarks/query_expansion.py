@@ -15,6 +15,7 @@ query string gives any store); the definition boost multiplies a chunk's score b
 1.4 when its lead sentence defines what the query names (seed 001's +0.4).
 
     python benchmarks/query_expansion.py --out benchmarks/results/query_expansion.md
+    python benchmarks/query_expansion.py --data scifact --variants none,definition
 """
 
 from __future__ import annotations
@@ -153,18 +154,35 @@ def d2l(variants: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], floa
     return out
 
 
+def parse_variant(text: str) -> tuple[str, int, int]:
+    """``none``, ``definition`` or ``prf-CHUNKS-TERMS`` as a variant tuple."""
+    kind, *nums = text.strip().split("-")
+    if kind in ("none", "definition") and not nums:
+        return (kind, 0, 0)
+    if kind == "prf" and len(nums) == 2 and all(n.isdigit() for n in nums):
+        return (kind, int(nums[0]), int(nums[1]))
+    raise SystemExit(f"--variants: unknown variant {text!r} (none, definition, prf-N-M)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--shared", type=Path, default=SHARED[0], help="the shared data folder")
+    ap.add_argument("--data", choices=["d2l", "scifact", "both"], default="both")
+    ap.add_argument(
+        "--variants",
+        default="none,prf-5-5,prf-10-10,definition",
+        help="comma-separated: none, definition, prf-CHUNKS-TERMS",
+    )
     args = ap.parse_args()
     SHARED[0] = args.shared
     loads = [load_average()[0]]
-    variants = [("none", 0, 0), ("prf", 5, 5), ("prf", 10, 10), ("definition", 0, 0)]
+    variants = [parse_variant(v) for v in args.variants.split(",")]
     runs: list[
         tuple[str, Callable[[list[tuple[str, int, int]]], dict[tuple[str, int, int], float]]]
     ]
     runs = [("d2l-en hit@5 (54 questions)", d2l), ("SciFact train nDCG@10 (809 claims)", scifact)]
+    runs = [r for r in runs if args.data == "both" or r[1].__name__ == args.data]
     results = {}
     for name, fn in runs:
         results[name] = fn(variants)
