@@ -60,3 +60,23 @@ def test_section_chunks_fit_the_embedding_window() -> None:
     assert Settings().effective_chunk_max_tokens == 256 - 32
     assert Settings(chunk_fit_model=False).effective_chunk_max_tokens == 512
     assert Settings(chunk_max_tokens=128).effective_chunk_max_tokens == 128
+
+
+def test_e5_has_its_own_confidence_scale_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """multilingual-e5-small's cosines are compressed (benchmarks/results/languages.md):
+    MiniLM's 0.40 would answer everything, so EMBEDDER=e5 defaults to 0.88/0.92."""
+    assert (Settings().confidence_min, Settings().confidence_high) == (0.40, 0.65)
+    e5 = Settings(embedder="e5")
+    assert (e5.confidence_min, e5.confidence_high) == (0.88, 0.92)
+    assert Settings(embedder="e5", confidence_min=0.5).confidence_min == 0.5  # set: it wins
+    assert Settings(embedder="e5", confidence_min=0.5).confidence_high == 0.92
+    monkeypatch.setenv("RAGLINE_EMBEDDER", "e5")
+    monkeypatch.setenv("RAGLINE_CONFIDENCE_HIGH", "0.95")
+    from_env = Settings()
+    assert (from_env.confidence_min, from_env.confidence_high) == (0.88, 0.95)
+    with pytest.raises(ValidationError, match=r"confidence_high \(0.7\).*0.88; embedder e5"):
+        Settings(embedder="e5", confidence_high=0.7)
+    monkeypatch.setenv("RAGLINE_EMBEDDER", "sentence-transformers")
+    monkeypatch.setenv("RAGLINE_EMBED_MODEL", "some/model")
+    monkeypatch.delenv("RAGLINE_CONFIDENCE_HIGH")
+    assert Settings().confidence_min == 0.40  # other models: MiniLM's until calibrated

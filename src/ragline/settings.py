@@ -23,6 +23,13 @@ GeneratorName = Literal["extractive", "openai", "local"]
 UnsupportedPolicy = Literal["flag", "remove"]
 
 
+#: (confidence_min, confidence_high) of an embedder whose cosine scale is not MiniLM's,
+#: used unless set. multilingual-e5-small (benchmarks/results/languages.md, react.dev):
+#: the top cosines of in-scope questions are 0.90–0.94, of out-of-scope ones median
+#: 0.805, max 0.930; 0.88 answers every in-scope question and 1 of 48 out-of-scope.
+CONFIDENCE_DEFAULTS: dict[str, tuple[float, float]] = {"e5": (0.88, 0.92)}
+
+
 def _env(name: str) -> AliasChoices:
     """Accept the spec's bare name, the RAGLINE_-prefixed one and the field name."""
     return AliasChoices(name, f"RAGLINE_{name}", name.lower())
@@ -322,9 +329,11 @@ class Settings(BaseSettings):
         ge=-1,
         le=1,
         description="Below this confidence the generator is not called and the fallback is "
-        "returned (calibrated for all-MiniLM-L6-v2).",
+        "returned (calibrated for all-MiniLM-L6-v2; EMBEDDER=e5 defaults to 0.88).",
     )
-    confidence_high: float = Field(0.65, ge=-1, le=1, description="From here on, level 'high'.")
+    confidence_high: float = Field(
+        0.65, ge=-1, le=1, description="From here on, level 'high' (EMBEDDER=e5: 0.92)."
+    )
     citation_support_threshold: float = Field(
         0.43,
         ge=0,
@@ -520,8 +529,16 @@ class Settings(BaseSettings):
             raise ValueError("reranker 'cross-encoder' needs RAGLINE_RERANKER_MODEL")
         if self.generator == "openai" and not (self.llm_base_url and self.llm_model):
             raise ValueError("generator 'openai' needs LLM_BASE_URL and LLM_MODEL")
+        scale = CONFIDENCE_DEFAULTS.get(self.embedder)
+        if scale is not None:  # the embedder's own scale, where the user set nothing
+            for name, value in zip(("confidence_min", "confidence_high"), scale, strict=True):
+                if name not in self.model_fields_set:
+                    object.__setattr__(self, name, value)
         if self.confidence_high < self.confidence_min:
-            raise ValueError("confidence_high must not be below confidence_min")
+            raise ValueError(
+                f"confidence_high ({self.confidence_high}) must not be below confidence_min "
+                f"({self.confidence_min}; embedder {self.embedder})"
+            )
         return self
 
     @property
