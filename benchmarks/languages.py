@@ -269,7 +269,9 @@ def main() -> None:
             same[(lang, label)] = measured(
                 f"same/{lang}/{model}", lambda lang=lang, model=model: rates(lang, model, lang)
             )
-            sizes[(lang, model)] = json.loads((args.work / f"{lang}-{model}" / "done").read_text())
+            done = args.work / f"{lang}-{model}" / "done"
+            if done.exists():  # not while another process builds it
+                sizes[(lang, model)] = json.loads(done.read_text())
 
     cross: dict[tuple[str, str], dict[str, float] | None] = {}
     for label, model in MODELS.items():
