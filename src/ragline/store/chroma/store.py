@@ -56,6 +56,7 @@ from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import bm25
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
+    ClosesOnExit,
     DocumentWrite,
     FieldBoosts,
     SearchDefaults,
@@ -120,7 +121,7 @@ def _new_token() -> str:
     return uuid.uuid4().hex
 
 
-class ChromaStore(SearchDefaults):
+class ChromaStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on ChromaDB (server or local folder).
 
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
@@ -181,12 +182,6 @@ class ChromaStore(SearchDefaults):
             raise
         except Exception as exc:
             raise StoreError(f"Chroma {self.location} ({collection}): cannot open: {exc}") from exc
-
-    def __enter__(self) -> ChromaStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ----------------------------------------------------------------- plumbing
 
