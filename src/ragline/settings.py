@@ -378,13 +378,13 @@ class Settings(BaseSettings):
         "evidence_*_weight sum against evidence_threshold / evidence_claim_threshold.",
     )
     evidence_learned_threshold: float = Field(
-        0.5,
+        0.001,
         ge=0,
         le=1,
         description="Learned evidence probability a sentence needs to answer a question.",
     )
     evidence_learned_claim_threshold: float = Field(
-        0.5,
+        0.065,
         ge=0,
         le=1,
         description="Learned evidence probability a sentence needs to support a statement.",

@@ -588,8 +588,21 @@ def rescore(
 
 #: Fitted by benchmarks/fit_evidence_scorer.py (benchmarks/results/evidence_scorer.md).
 SCORER = LogisticScorer(
-    weights=(0.0,) * len(FEATURES),
-    intercept=0.0,
+    weights=(
+        0.1993,  # sentence_coverage
+        3.389,  # passage_coverage
+        2.1429,  # cosine
+        1.8688,  # block_cosine
+        0.0231,  # bm25
+        1.6548,  # bm25_standout
+        1.3171,  # cosine_standout
+        -1.9997,  # cosine_gap
+        2.2564,  # type_ok
+        0.3857,  # constraints_met
+        1.9975,  # block_rank
+        -0.2886,  # first_in_block
+    ),
+    intercept=-11.0231,
 )
 
 
