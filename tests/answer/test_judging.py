@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import pytest
-
 from ragline.answer.context import Context
 from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.evidence import FEATURES, evidence_weights
 from ragline.answer.judging import judge_context
-from ragline.embed.base import Vectors
 from ragline.settings import Settings
 
 LEARNED = Settings(evidence_scorer="learned")
@@ -66,30 +61,3 @@ def test_the_weighted_scorer_stays_the_default(topic_context: Context) -> None:
     (benchmarks/results/evidence_scorer.md), so it is opt-in."""
     assert Settings().evidence_scorer == "weighted"
     assert evidence_weights(Settings()).scorer is None
-
-
-@pytest.mark.parametrize(
-    "question",
-    [
-        "Which gate of an LSTM decides how much of the memory cell is kept?",
-        "Dropout zeroes a random fraction of the activations during training.",
-        "How many threads do GPUs run in 2019?",
-    ],
-)
-def test_only_hopeful_sentences_are_embedded_and_the_verdicts_stay(
-    question: str, topic_context: Context, cache: EmbeddingCache
-) -> None:
-    """A sentence vetoed, or short of the threshold even with a perfect cosine, is not
-    embedded: the verdicts are those of the full check, with fewer texts embedded."""
-    seen: list[int] = []
-
-    def counting(texts: Sequence[str]) -> Vectors:
-        seen.append(len(texts))
-        return cache.vectors(texts)
-
-    w = evidence_weights(Settings())
-    full = judge_context(question, topic_context, counting, w)
-    fast = judge_context(question, topic_context, counting, w, only_hopeful=True)
-    assert [e.answers for e in fast.judged] == [e.answers for e in full.judged]
-    assert fast.answers == full.answers
-    assert seen[1] < seen[0] == len(full.candidates) + 1

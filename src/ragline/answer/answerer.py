@@ -293,9 +293,7 @@ class Answerer:
         # The evidence check: a question about the selected text takes its words from
         # the selection, so its own words are not the constraints to check.
         if s.evidence_check and not selected:
-            ev = judge_context(
-                q, context, self.verifier.embed, self.evidence_weights, only_hopeful=True
-            )
+            ev = judge_context(q, context, self.verifier.embed, self.evidence_weights)
             t = _lap(timings, "evidence", t)
             best = ev.best_candidate()
             block = context.block(best.block) if best is not None else None

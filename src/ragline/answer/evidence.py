@@ -448,14 +448,6 @@ def judge(
     return out
 
 
-def could_answer(c: Constraints, e: Evidence, w: EvidenceWeights) -> bool:
-    """Whether ``e``, judged with a cosine of 0, could still answer with the best
-    possible cosine (1): no veto, and its score plus the whole cosine weight reaches
-    the threshold. The rest need no embedding (the weighted score only)."""
-    bar = w.threshold if c.question else w.claim_threshold
-    return e.type_ok and not (e.missing and c.question) and e.score + w.cosine >= bar
-
-
 def best_evidence(judged: Sequence[Evidence]) -> Evidence | None:
     """The answering sentence with the best score, else the best-scoring one."""
     if not judged:

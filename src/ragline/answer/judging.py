@@ -24,7 +24,6 @@ from ragline.answer.evidence import (
     TermWeights,
     best_evidence,
     bm25_scores,
-    could_answer,
     judge,
     question_constraints,
     rescore,
@@ -64,37 +63,27 @@ def passage_text(context: Context, number: int) -> str:
 
 
 def judge_context(
-    question: str,
-    context: Context,
-    embed: EmbedTexts,
-    weights: EvidenceWeights,
-    *,
-    only_hopeful: bool = False,
+    question: str, context: Context, embed: EmbedTexts, weights: EvidenceWeights
 ) -> ContextEvidence:
-    """Every answer-worthy sentence of the context judged against ``question``.
-
-    Embedding the sentences is most of the check's time. With ``only_hopeful``
-    (the weighted score only) a sentence is embedded only when it
-    :func:`~ragline.answer.evidence.could_answer`: the verdicts are the same, the
-    others keep a cosine of 0 (so their scores, and the calibration features, are
-    not the full ones; the calibration scripts judge everything)."""
+    """Every answer-worthy sentence of the context judged against ``question``."""
     c = question_constraints(question)
     found = candidates(context)
     if not found:
         return ContextEvidence(c, (), (), None, ())
     texts = [cand.text for cand in found]
+    vecs = embed([question, *texts])
+    cos = np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
     passages = {b.number: passage_text(context, b.number) for b in context.blocks}
-    of_block = [passages[cand.block] for cand in found]
     term_weights = TermWeights.of(texts)
-    cosines = [0.0] * len(texts)
-    need = list(range(len(texts)))
-    if only_hopeful and weights.scorer is None:
-        blind = judge(c, question, texts, of_block, cosines, term_weights, weights)
-        need = [e.index for e in blind if could_answer(c, e, weights)]
-    vecs = embed([question, *(texts[i] for i in need)])
-    for i, x in zip(need, np.asarray(vecs[1:] @ vecs[0], dtype=np.float64), strict=True):
-        cosines[i] = float(x)
-    judged = judge(c, question, texts, of_block, cosines, term_weights, weights)
+    judged = judge(
+        c,
+        question,
+        texts,
+        [passages[cand.block] for cand in found],
+        [float(x) for x in cos],
+        term_weights,
+        weights,
+    )
     bm25 = bm25_scores(c.terms, texts, term_weights)
     block_cos = {b.number: b.hit.vector_score or 0.0 for b in context.blocks}
     feats = sentence_features(

@@ -113,9 +113,7 @@ class ExtractiveGenerator:
         self, request: GenerationRequest, weights: EvidenceWeights
     ) -> list[Candidate]:
         """Only sentences that pass the evidence check; the best one leads."""
-        ev = judge_context(
-            request.question, request.context, self.embed, weights, only_hopeful=True
-        )
+        ev = judge_context(request.question, request.context, self.embed, weights)
         passing = [e for e in ev.judged if e.answers]
         if not passing:
             return []
