@@ -371,11 +371,12 @@ class Settings(BaseSettings):
     evidence_cosine_weight: float = Field(
         0.2, ge=0, le=1, description="Evidence score: weight of the sentence-question cosine."
     )
-    evidence_scorer: Literal["learned", "weighted"] = Field(
-        "weighted",
+    evidence_scorer: Literal["claims-learned", "learned", "weighted"] = Field(
+        "claims-learned",
         description="learned: the evidence score is the logistic scorer's probability "
         "(benchmarks/fit_evidence_scorer.py) against evidence_learned_*; weighted: the "
-        "evidence_*_weight sum against evidence_threshold / evidence_claim_threshold.",
+        "evidence_*_weight sum against evidence_threshold / evidence_claim_threshold; "
+        "claims-learned: learned for statements (claims), weighted for questions.",
     )
     evidence_learned_threshold: float = Field(
         0.001,

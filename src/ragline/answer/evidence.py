@@ -391,6 +391,12 @@ class EvidenceWeights:
     claim_threshold: float = 0.5  # for a statement (a claim to check)
     #: When set, the score is this scorer's probability (the thresholds apply to it).
     scorer: LogisticScorer | None = None
+    #: The scorer judges statements (claims) only; questions keep the weighted score.
+    scorer_claims_only: bool = False
+
+    def learned_for(self, c: Constraints) -> bool:
+        """Whether the learned scorer judges this question or claim."""
+        return self.scorer is not None and not (self.scorer_claims_only and c.question)
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,18 +613,26 @@ SCORER = LogisticScorer(
 
 
 def evidence_weights(settings: Settings) -> EvidenceWeights:
-    """The evidence check as configured: the learned scorer and its thresholds, or
-    the hand-weighted score and its own."""
+    """The evidence check as configured: the learned scorer and its thresholds, the
+    hand-weighted score and its own, or (claims-learned) the learned scorer for
+    statements and the weighted score for questions."""
     if settings.evidence_scorer == "learned":
         return EvidenceWeights(
             threshold=settings.evidence_learned_threshold,
             claim_threshold=settings.evidence_learned_claim_threshold,
             scorer=SCORER,
         )
+    claims = settings.evidence_scorer == "claims-learned"
     return EvidenceWeights(
         sentence_coverage=settings.evidence_sentence_weight,
         passage_coverage=settings.evidence_passage_weight,
         cosine=settings.evidence_cosine_weight,
         threshold=settings.evidence_threshold,
-        claim_threshold=settings.evidence_claim_threshold,
+        claim_threshold=(
+            settings.evidence_learned_claim_threshold
+            if claims
+            else settings.evidence_claim_threshold
+        ),
+        scorer=SCORER if claims else None,
+        scorer_claims_only=claims,
     )

@@ -93,7 +93,7 @@ def judge_context(
         [block_cos[cand.block] for cand in found],
         c.question,
     )
-    if weights.scorer is not None:
+    if weights.scorer is not None and weights.learned_for(c):
         judged = rescore(c, judged, feats, weights.scorer, weights)
     return ContextEvidence(
         c, tuple(found), tuple(judged), best_evidence(judged), tuple(bm25), tuple(feats)
