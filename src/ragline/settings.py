@@ -380,6 +380,25 @@ class Settings(BaseSettings):
     evidence_cosine_weight: float = Field(
         0.2, ge=0, le=1, description="Evidence score: weight of the sentence-question cosine."
     )
+    evidence_scorer: Literal["claims-learned", "learned", "weighted"] = Field(
+        "claims-learned",
+        description="learned: the evidence score is the logistic scorer's probability "
+        "(benchmarks/fit_evidence_scorer.py) against evidence_learned_*; weighted: the "
+        "evidence_*_weight sum against evidence_threshold / evidence_claim_threshold; "
+        "claims-learned: learned for statements (claims), weighted for questions.",
+    )
+    evidence_learned_threshold: float = Field(
+        0.001,
+        ge=0,
+        le=1,
+        description="Learned evidence probability a sentence needs to answer a question.",
+    )
+    evidence_learned_claim_threshold: float = Field(
+        0.065,
+        ge=0,
+        le=1,
+        description="Learned evidence probability a sentence needs to support a statement.",
+    )
     citation_key_coverage: float = Field(
         0.0,
         ge=0,

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ragline.answer.evidence import (
     DATE,
     EXPANSION,
+    FEATURES,
     NUMBER,
     PERSON,
     PLACE,
+    SCORER,
     EvidenceWeights,
+    LogisticScorer,
     TermWeights,
     best_evidence,
     bm25_scores,
@@ -25,6 +30,8 @@ from ragline.answer.evidence import (
     judge,
     numbers,
     question_constraints,
+    rescore,
+    sentence_features,
     standout,
     unmet,
     why_not,
@@ -213,3 +220,68 @@ def test_a_claim_is_judged_by_its_own_threshold_and_names_do_not_veto_it() -> No
     passes = judge(c, claim, s, [""], [0.6], weights, low)[0]
     assert passes.missing == ("ResNets",) and passes.answers  # a paraphrase may drop a name
     assert not judge(c, claim, s, [""], [0.6], weights, high)[0].answers
+
+
+# --- the learned scorer ------------------------------------------------------------
+
+
+def _features_of(
+    question: str, blocks: list[list[str]], cosines: list[float]
+) -> list[dict[str, float]]:
+    c = question_constraints(question)
+    sentences = [s for b in blocks for s in b]
+    numbers_ = [n for n, b in enumerate(blocks, start=1) for _ in b]
+    weights = TermWeights.of(sentences)
+    judged = judge(
+        c, question, sentences, [""] * len(sentences), cosines, weights, EvidenceWeights()
+    )
+    bm25 = bm25_scores(c.terms, sentences, weights)
+    feats = sentence_features(judged, numbers_, bm25, [0.5] * len(sentences), c.question)
+    return [dict(zip(FEATURES, f, strict=True)) for f in feats]
+
+
+def test_features_say_which_sentence_stands_out_in_its_passage() -> None:
+    q = "What does the discriminator of a GAN do?"
+    blocks = [
+        ["GANs have two networks.", "The discriminator of a GAN tells real images from fakes."],
+        ["Training a GAN is unstable."],
+    ]
+    f = _features_of(q, blocks, [0.3, 0.8, 0.2])
+    assert len(f) == 3 and all(len(x) == len(FEATURES) for x in f)
+    assert f[1]["bm25"] == 1.0 and f[1]["bm25_standout"] > 0 > f[0]["bm25_standout"]
+    assert f[1]["cosine_standout"] == pytest.approx(0.5) and f[1]["cosine_gap"] == 0.0
+    assert f[0]["cosine_gap"] == pytest.approx(-0.5)
+    assert [x["first_in_block"] for x in f] == [1.0, 0.0, 1.0]
+    assert [x["block_rank"] for x in f] == [1.0, 1.0, 0.5]
+
+
+def test_features_record_unmet_constraints_of_a_question_only() -> None:
+    q = "Who won the 2018 Wimbledon women's singles?"
+    assert _features_of(q, [[WIMBLEDON_2022]], [0.7])[0]["constraints_met"] == 0.0
+    assert _features_of(q, [[WIMBLEDON_2018]], [0.7])[0]["constraints_met"] == 1.0
+    claim = "Angelique Kerber won Wimbledon in 2018."
+    assert _features_of(claim, [[WIMBLEDON_2022]], [0.7])[0]["constraints_met"] == 1.0
+
+
+def test_logistic_scorer_is_a_sigmoid_of_the_weighted_features() -> None:
+    s = LogisticScorer(weights=(2.0, -1.0), intercept=-0.5)
+    assert s.score([0.0, 0.0]) == pytest.approx(1 / (1 + math.exp(0.5)))
+    assert s.score([1.0, 0.0]) > 0.5 > s.score([0.0, 1.0])
+    assert 0.0 < LogisticScorer((1e6,), 0.0).score([-1.0]) < 1e-12  # no overflow
+    assert len(SCORER.weights) == len(FEATURES)
+
+
+def test_rescore_uses_the_probability_and_keeps_the_vetoes() -> None:
+    q = "Who won the 2018 Wimbledon women's singles?"
+    c = question_constraints(q)
+    sentences = [WIMBLEDON_2018, WIMBLEDON_2022]
+    weights = TermWeights.of(sentences)
+    judged = judge(c, q, sentences, ["", ""], [0.7, 0.7], weights, EvidenceWeights())
+    always = LogisticScorer(weights=(0.0,) * len(FEATURES), intercept=10.0)
+    never = LogisticScorer(weights=(0.0,) * len(FEATURES), intercept=-10.0)
+    feats = [(0.0,) * len(FEATURES)] * 2
+    w = EvidenceWeights(threshold=0.5, scorer=always)
+    yes = rescore(c, judged, feats, always, w)
+    assert yes[0].answers and yes[0].score > 0.99
+    assert not yes[1].answers and yes[1].missing == ("2018",)  # another year still vetoes
+    assert not any(e.answers for e in rescore(c, judged, feats, never, w))

@@ -9,11 +9,12 @@ import numpy as np
 from ragline.answer.candidates import candidates, is_answer_sentence, table_row_sentences
 from ragline.answer.context import Context, build_context
 from ragline.answer.embedding_cache import EmbeddingCache
-from ragline.answer.evidence import EvidenceWeights
+from ragline.answer.evidence import EvidenceWeights, evidence_weights
 from ragline.answer.generators.base import GenerationRequest
 from ragline.answer.generators.extractive import ExtractiveGenerator, cite, select_sentences
 from ragline.answer.sentences import segments
 from ragline.embed.tokenizer import TokenCounter
+from ragline.settings import Settings
 from ragline.types import Chunk, Hit
 
 
@@ -165,9 +166,13 @@ def test_evidence_led_answer_starts_with_the_answering_sentence_without_padding(
     ctx = build_context([make_hit(q1, 0.7, 1), make_hit(q2, 0.65, 2)], count_tokens, 2000)
     request = GenerationRequest("What was the revenue in the second quarter of 2020?", ctx)
     led = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.5))
-    chosen = led.compose(request)
-    assert chosen[0].text == "Revenue in the second quarter of 2020 was 6.04 billion dollars."
-    assert all("Contents" not in c.text and "Wednesday" not in c.text for c in chosen)
+    learned = ExtractiveGenerator(
+        cache.vectors, evidence=evidence_weights(Settings(evidence_scorer="learned"))
+    )
+    for gen in (led, learned):  # the weighted score, and the learned one on its own
+        chosen = gen.compose(request)
+        assert chosen[0].text == "Revenue in the second quarter of 2020 was 6.04 billion dollars."
+        assert all("Contents" not in c.text and "Wednesday" not in c.text for c in chosen)
     # a threshold no sentence reaches: the generator alone falls back to relevance order
     strict = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.99))
     assert strict.compose(request) == ExtractiveGenerator(cache.vectors).compose(request)

@@ -64,6 +64,21 @@ def test_a_lost_term_index_is_rebuilt(tmp_path: Path) -> None:
     again.close()
 
 
+def test_a_new_stores_term_index_follows_its_writes(tmp_path: Path) -> None:
+    """Writes to a new store update its term index in place: no search rescans Chroma."""
+    store = ChromaStore(tmp_path / "c", dimension=DIM, collection="kb")
+    put(store, "a", ["gradient descent moves downhill", "attention heads attend"])
+    put(store, "b", ["gradient clipping"])
+    assert store.terms.generation() == store._fresh().generation
+
+    def no_rebuild(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the term index was rebuilt from the collection")
+
+    store.terms.rebuild = no_rebuild  # type: ignore[method-assign]
+    assert [cid for cid, _ in scores(store, "gradient")] == ["t/b/0", "t/a/0"]
+    store.close()
+
+
 def test_interrupted_write_is_rolled_back_on_open(tmp_path: Path) -> None:
     store = ChromaStore(tmp_path / "c", dimension=DIM, collection="kb")
     put(store, "a", ["old text one", "old text two"])

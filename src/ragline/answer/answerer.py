@@ -24,7 +24,7 @@ from ragline.answer.confidence import (
     with_evidence,
 )
 from ragline.answer.context import Context, CountTokens, build_context
-from ragline.answer.evidence import EvidenceWeights
+from ragline.answer.evidence import evidence_weights
 from ragline.answer.generators import extractive_generator
 from ragline.answer.generators.base import (
     ROLES,
@@ -162,13 +162,7 @@ class Answerer:
             settings.citation_lexical_weight,
             settings.citation_key_coverage,
         )
-        self.evidence_weights = EvidenceWeights(
-            sentence_coverage=settings.evidence_sentence_weight,
-            passage_coverage=settings.evidence_passage_weight,
-            cosine=settings.evidence_cosine_weight,
-            threshold=settings.evidence_threshold,
-            claim_threshold=settings.evidence_claim_threshold,
-        )
+        self.evidence_weights = evidence_weights(settings)
         self.embed = embed
 
     def answer(

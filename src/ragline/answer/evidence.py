@@ -30,8 +30,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ragline.store.bm25 import tf_weight, tokenize
+
+if TYPE_CHECKING:
+    from ragline.settings import Settings
 
 PERSON = "person"
 DATE = "date"
@@ -385,6 +389,14 @@ class EvidenceWeights:
     cosine: float = 0.4
     threshold: float = 0.5  # for a question
     claim_threshold: float = 0.5  # for a statement (a claim to check)
+    #: When set, the score is this scorer's probability (the thresholds apply to it).
+    scorer: LogisticScorer | None = None
+    #: The scorer judges statements (claims) only; questions keep the weighted score.
+    scorer_claims_only: bool = False
+
+    def learned_for(self, c: Constraints) -> bool:
+        """Whether the learned scorer judges this question or claim."""
+        return self.scorer is not None and not (self.scorer_claims_only and c.question)
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,4 +483,156 @@ def why_not(c: Constraints, e: Evidence | None, passage_text: str) -> str:
     return (
         f"no passage sentence answers the question (best evidence {e.score:.2f}; "
         f"key terms covered {e.sentence_coverage:.0%})"
+    )
+
+
+# --- the learned scorer ------------------------------------------------------------
+
+#: Features of a candidate sentence, in the order of :class:`LogisticScorer`'s weights.
+FEATURES = (
+    "sentence_coverage",  # key-term coverage of the sentence
+    "passage_coverage",  # … of the sentence and its passage
+    "cosine",  # sentence–question embedding cosine (≥ 0)
+    "block_cosine",  # the sentence's chunk–question cosine (the retriever's view)
+    "bm25",  # sentence BM25 / the best sentence's BM25 in the context
+    "bm25_standout",  # BM25 lead over the passage's best other sentence (same scale)
+    "cosine_standout",  # cosine lead over the passage's best other sentence
+    "cosine_gap",  # cosine minus the best cosine in the context (≤ 0)
+    "type_ok",  # the expected answer type is present
+    "constraints_met",  # no unmet year, quoted phrase or name
+    "block_rank",  # 1 / the block's number (blocks are numbered best first)
+    "first_in_block",  # the passage's first candidate sentence
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogisticScorer:
+    """``P(sentence answers) = σ(intercept + Σ wᵢ·featureᵢ)`` over :data:`FEATURES`:
+    a dozen interpretable numbers, fitted in benchmarks/fit_evidence_scorer.py."""
+
+    weights: tuple[float, ...]
+    intercept: float
+
+    def score(self, features: Sequence[float]) -> float:
+        z = self.intercept + sum(w * x for w, x in zip(self.weights, features, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(min(z, 30.0), -30.0)))
+
+
+def sentence_features(
+    judged: Sequence[Evidence],
+    blocks: Sequence[int],
+    bm25: Sequence[float],
+    block_cosines: Sequence[float],
+    question: bool = True,
+) -> list[tuple[float, ...]]:
+    """The :data:`FEATURES` of every judged sentence: ``blocks[i]`` is the number of
+    sentence i's block (1 = best), ``block_cosines[i]`` its chunk's cosine to the
+    question. Standouts compare a sentence with the other sentences of its passage:
+    the one that answers stands out from its neighbours, a topical passage does not."""
+    if not judged:
+        return []
+    top_bm25 = max(max(bm25), 1e-9)
+    cos = [max(e.cosine, 0.0) for e in judged]
+    top_cos = max(cos)
+    by_block: dict[int, list[int]] = {}
+    for i, b in enumerate(blocks):
+        by_block.setdefault(b, []).append(i)
+    out: list[tuple[float, ...]] = []
+    for i, e in enumerate(judged):
+        mates = by_block[blocks[i]]
+        others = [j for j in mates if j != i]
+        bm_lead = bm25[i] - max((bm25[j] for j in others), default=0.0)
+        cos_lead = cos[i] - max((cos[j] for j in others), default=0.0)
+        out.append(
+            (
+                e.sentence_coverage,
+                e.passage_coverage,
+                cos[i],
+                max(block_cosines[i], 0.0),
+                bm25[i] / top_bm25,
+                bm_lead / top_bm25,
+                cos_lead,
+                cos[i] - top_cos,
+                float(e.type_ok),
+                float(not (e.missing and question)),
+                1.0 / max(blocks[i], 1),
+                float(mates[0] == i),
+            )
+        )
+    return out
+
+
+def rescore(
+    c: Constraints,
+    judged: Sequence[Evidence],
+    features: Sequence[Sequence[float]],
+    scorer: LogisticScorer,
+    w: EvidenceWeights,
+) -> list[Evidence]:
+    """``judged`` with the learned probability as the score; the verdict keeps the
+    vetoes of :func:`judge` (unmet constraints of a question, a missing answer type)."""
+    bar = w.threshold if c.question else w.claim_threshold
+    out = []
+    for e, f in zip(judged, features, strict=True):
+        p = scorer.score(f)
+        ok = p >= bar and e.type_ok and not (e.missing and c.question)
+        out.append(
+            Evidence(
+                e.index,
+                p,
+                ok,
+                e.sentence_coverage,
+                e.passage_coverage,
+                e.cosine,
+                e.missing,
+                e.type_ok,
+                e.notes,
+            )
+        )
+    return out
+
+
+#: Fitted by benchmarks/fit_evidence_scorer.py (benchmarks/results/evidence_scorer.md).
+SCORER = LogisticScorer(
+    weights=(
+        0.1993,  # sentence_coverage
+        3.389,  # passage_coverage
+        2.1429,  # cosine
+        1.8688,  # block_cosine
+        0.0231,  # bm25
+        1.6548,  # bm25_standout
+        1.3171,  # cosine_standout
+        -1.9997,  # cosine_gap
+        2.2564,  # type_ok
+        0.3857,  # constraints_met
+        1.9975,  # block_rank
+        -0.2886,  # first_in_block
+    ),
+    intercept=-11.0231,
+)
+
+
+def evidence_weights(settings: Settings) -> EvidenceWeights:
+    """The evidence check as configured: the learned scorer and its thresholds, the
+    hand-weighted score and its own, or (claims-learned) the learned scorer for
+    statements and the weighted score for questions."""
+    if settings.evidence_scorer == "learned":
+        return EvidenceWeights(
+            threshold=settings.evidence_learned_threshold,
+            claim_threshold=settings.evidence_learned_claim_threshold,
+            scorer=SCORER,
+        )
+    claims = settings.evidence_scorer == "claims-learned"
+    return EvidenceWeights(
+        sentence_coverage=settings.evidence_sentence_weight,
+        passage_coverage=settings.evidence_passage_weight,
+        cosine=settings.evidence_cosine_weight,
+        threshold=settings.evidence_threshold,
+        claim_threshold=(
+            settings.evidence_learned_claim_threshold
+            if claims
+            else settings.evidence_claim_threshold
+        ),
+        scorer=SCORER if claims else None,
+        scorer_claims_only=claims,
     )

@@ -26,6 +26,8 @@ from ragline.answer.evidence import (
     bm25_scores,
     judge,
     question_constraints,
+    rescore,
+    sentence_features,
     why_not,
 )
 
@@ -39,6 +41,7 @@ class ContextEvidence:
     judged: tuple[Evidence, ...]
     best: Evidence | None
     bm25: tuple[float, ...]
+    features: tuple[tuple[float, ...], ...] = ()  # :data:`~ragline.answer.evidence.FEATURES`
 
     @property
     def answers(self) -> bool:
@@ -82,4 +85,16 @@ def judge_context(
         weights,
     )
     bm25 = bm25_scores(c.terms, texts, term_weights)
-    return ContextEvidence(c, tuple(found), tuple(judged), best_evidence(judged), tuple(bm25))
+    block_cos = {b.number: b.hit.vector_score or 0.0 for b in context.blocks}
+    feats = sentence_features(
+        judged,
+        [cand.block for cand in found],
+        bm25,
+        [block_cos[cand.block] for cand in found],
+        c.question,
+    )
+    if weights.scorer is not None and weights.learned_for(c):
+        judged = rescore(c, judged, feats, weights.scorer, weights)
+    return ContextEvidence(
+        c, tuple(found), tuple(judged), best_evidence(judged), tuple(bm25), tuple(feats)
+    )

@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -332,6 +332,19 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class ClosesOnExit:
+    """``with store:`` closes the store at the end (mixed into every store)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class SearchDefaults:

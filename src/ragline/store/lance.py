@@ -69,6 +69,7 @@ from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    ClosesOnExit,
     DocumentWrite,
     FieldBoosts,
     SearchDefaults,
@@ -459,7 +460,7 @@ async def _apply_vector_index(
     await table.create_index("vector", config=cast(Any, config), replace=True, name=VECTOR_INDEX)
 
 
-class LanceStore(SearchDefaults):
+class LanceStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on an embedded LanceDB folder.
 
     ``dimension`` is the vector size for a new index; an existing index keeps
@@ -538,12 +539,6 @@ class LanceStore(SearchDefaults):
         except Exception as exc:
             raise StoreError(f"{path}: cannot open table {meta.chunks_table!r}: {exc}") from exc
         return cls(path, dimension=dim, **kwargs)
-
-    def __enter__(self) -> LanceStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ handles
 

@@ -59,6 +59,7 @@ from ragline.store import bm25, postgres_bm25
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    ClosesOnExit,
     DocumentWrite,
     FieldBoosts,
     SearchDefaults,
@@ -191,7 +192,7 @@ def _metadata_json(chunk: Chunk) -> Jsonb:
 # --------------------------------------------------------------------- store
 
 
-class PostgresStore(SearchDefaults):
+class PostgresStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` in a PostgreSQL database with pgvector.
 
     ``url`` is the primary (every write, and reads a write depends on);
@@ -698,12 +699,6 @@ class PostgresStore(SearchDefaults):
         if self._read_pool is not self._pool:
             self._read_pool.close()
         self._pool.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ------------------------------------------------------------ SQL helpers

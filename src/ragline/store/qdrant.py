@@ -67,6 +67,7 @@ from ragline.store import bm25
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    ClosesOnExit,
     DocumentWrite,
     FieldBoosts,
     SearchDefaults,
@@ -238,7 +239,7 @@ def make_client(
     return QdrantClient(path=str(path))
 
 
-class QdrantStore(SearchDefaults):
+class QdrantStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on Qdrant (server, cluster or local mode).
 
     ``location``: a server URL or a local folder; ``collection``: name prefix of
@@ -295,12 +296,6 @@ class QdrantStore(SearchDefaults):
             raise
         except Exception as exc:
             raise StoreError(f"Qdrant {self.location} ({collection}): cannot open: {exc}") from exc
-
-    def __enter__(self) -> QdrantStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ----------------------------------------------------------------- plumbing
 

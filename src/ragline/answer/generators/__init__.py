@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragline.answer.citations import EmbedTexts
-from ragline.answer.evidence import EvidenceWeights
+from ragline.answer.evidence import evidence_weights
 from ragline.answer.generators.base import (
     Delta,
     GenerationError,
@@ -61,17 +61,7 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
 def extractive_generator(settings: Settings, embed: EmbedTexts) -> ExtractiveGenerator:
     """The extractive generator as configured (evidence-led when the check is on): the
     default generator, and the stand-in when a language model fails."""
-    evidence = (
-        EvidenceWeights(
-            sentence_coverage=settings.evidence_sentence_weight,
-            passage_coverage=settings.evidence_passage_weight,
-            cosine=settings.evidence_cosine_weight,
-            threshold=settings.evidence_threshold,
-            claim_threshold=settings.evidence_claim_threshold,
-        )
-        if settings.evidence_check
-        else None
-    )
+    evidence = evidence_weights(settings) if settings.evidence_check else None
     return ExtractiveGenerator(
         embed, max_sentences=settings.extractive_max_sentences, evidence=evidence
     )

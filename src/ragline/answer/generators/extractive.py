@@ -119,7 +119,8 @@ class ExtractiveGenerator:
             return []
         # Among answering sentences, the retriever's view of their block still counts:
         # it knows the section (title, headings) that a lone sentence does not show.
-        b = self.block_weight
+        # The learned score weighs it already (its block cosine and rank features).
+        b = 0.0 if weights.learned_for(ev.constraints) else self.block_weight
         block_rel = {blk.number: blk.hit.vector_score or 0.0 for blk in request.context.blocks}
         rel = [(1 - b) * e.score + b * block_rel[ev.candidates[e.index].block] for e in passing]
         lead = passing[max(range(len(passing)), key=lambda i: rel[i])]

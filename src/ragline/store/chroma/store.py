@@ -56,6 +56,7 @@ from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import bm25
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
+    ClosesOnExit,
     DocumentWrite,
     FieldBoosts,
     SearchDefaults,
@@ -120,7 +121,7 @@ def _new_token() -> str:
     return uuid.uuid4().hex
 
 
-class ChromaStore(SearchDefaults):
+class ChromaStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on ChromaDB (server or local folder).
 
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
@@ -164,24 +165,23 @@ class ChromaStore(SearchDefaults):
                 f"{collection}_meta", embedding_function=None
             )
             found = self._meta.get(ids=[_STORE_ID], include=["metadatas"])
-            if found["ids"]:
-                self._state = _State.from_metadata(found["metadatas"][0])
-            else:
+            created = not found["ids"]
+            if created:
                 state = _State(f"{collection}_chunks", 0, dimension, None, _new_token())
                 self._create_chunks(state.chunks)
                 self._put_state(state)
+            else:
+                self._state = _State.from_metadata(found["metadatas"][0])
             self.terms = TermIndex(terms_path, k1=bm25_k1, b=bm25_b)
+            if created:
+                # The new collection is empty, so is its term index: mark it current, or
+                # every write would skip the term index and the first read rescan it all.
+                self.terms.rebuild((), self._state.generation)
             self._recover()
         except StoreError:
             raise
         except Exception as exc:
             raise StoreError(f"Chroma {self.location} ({collection}): cannot open: {exc}") from exc
-
-    def __enter__(self) -> ChromaStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ----------------------------------------------------------------- plumbing
 

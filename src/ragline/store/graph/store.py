@@ -42,6 +42,7 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import bm25
 from ragline.store.base import (
+    ClosesOnExit,
     DocumentWrite,
     FieldBoosts,
     SearchDefaults,
@@ -68,7 +69,7 @@ _PAGE = 1000
 _MAX_QUERY_CHARS = 2000
 
 
-class GraphStore(SearchDefaults):
+class GraphStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on a FalkorDB server.
 
     ``url``: ``redis://host:port`` (or ``falkordb://``); ``graph``: the graph name
@@ -136,12 +137,6 @@ class GraphStore(SearchDefaults):
             raise
         except Exception as exc:
             raise StoreError(f"FalkorDB {self.url}: cannot open: {exc}") from exc
-
-    def __enter__(self) -> GraphStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ----------------------------------------------------------------- plumbing
 
