@@ -385,7 +385,9 @@ class Settings(BaseSettings):
         description="learned: the evidence score is the logistic scorer's probability "
         "(benchmarks/fit_evidence_scorer.py) against evidence_learned_*; weighted: the "
         "evidence_*_weight sum against evidence_threshold / evidence_claim_threshold; "
-        "claims-learned: learned for statements (claims), weighted for questions.",
+        "claims-learned: learned for statements (claims), weighted for questions. "
+        "The learned scorer judges English text only (it was fitted on English); other "
+        "languages get the weighted score in every mode.",
     )
     evidence_learned_threshold: float = Field(
         0.001,

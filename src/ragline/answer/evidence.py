@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragline.store.bm25 import tf_weight, tokenize
+from ragline.text.language import query_language
 
 if TYPE_CHECKING:
     from ragline.settings import Settings
@@ -125,6 +126,8 @@ class Constraints:
     terms: tuple[str, ...] = ()  # analysed content terms, order kept, unique
     answer_type: str | None = None
     question: bool = True  # False for a statement (a claim to check)
+    #: The text is English: the learned scorer was fitted on English data only.
+    english: bool = True
 
 
 def normalise_number(whole: str, frac: str | None = None, percent: bool = False) -> str:
@@ -241,6 +244,7 @@ def question_constraints(question: str) -> Constraints:
         terms=tuple(t for t in dict.fromkeys(tokenize(question)) if t not in _QUESTION_TERMS),
         answer_type=expected_answer_type(question),
         question=is_question(question),
+        english=query_language(question) == "en",
     )
 
 
@@ -389,14 +393,23 @@ class EvidenceWeights:
     cosine: float = 0.4
     threshold: float = 0.5  # for a question
     claim_threshold: float = 0.5  # for a statement (a claim to check)
-    #: When set, the score is this scorer's probability (the thresholds apply to it).
+    #: When set, the score is this scorer's probability where :meth:`learned_for`.
     scorer: LogisticScorer | None = None
     #: The scorer judges statements (claims) only; questions keep the weighted score.
     scorer_claims_only: bool = False
+    learned_threshold: float = 0.5  # the scorer's bar for a question
+    learned_claim_threshold: float = 0.5  # the scorer's bar for a statement
 
     def learned_for(self, c: Constraints) -> bool:
-        """Whether the learned scorer judges this question or claim."""
-        return self.scorer is not None and not (self.scorer_claims_only and c.question)
+        """Whether the learned scorer judges this question or claim: it was fitted on
+        English claims and questions, so other languages keep the weighted score."""
+        return (
+            self.scorer is not None and c.english and not (self.scorer_claims_only and c.question)
+        )
+
+    def learned_bar(self, c: Constraints) -> float:
+        """The learned scorer's threshold for this question or claim."""
+        return self.learned_threshold if c.question else self.learned_claim_threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,7 +584,7 @@ def rescore(
 ) -> list[Evidence]:
     """``judged`` with the learned probability as the score; the verdict keeps the
     vetoes of :func:`judge` (unmet constraints of a question, a missing answer type)."""
-    bar = w.threshold if c.question else w.claim_threshold
+    bar = w.learned_bar(c)
     out = []
     for e, f in zip(judged, features, strict=True):
         p = scorer.score(f)
@@ -615,24 +628,17 @@ SCORER = LogisticScorer(
 def evidence_weights(settings: Settings) -> EvidenceWeights:
     """The evidence check as configured: the learned scorer and its thresholds, the
     hand-weighted score and its own, or (claims-learned) the learned scorer for
-    statements and the weighted score for questions."""
-    if settings.evidence_scorer == "learned":
-        return EvidenceWeights(
-            threshold=settings.evidence_learned_threshold,
-            claim_threshold=settings.evidence_learned_claim_threshold,
-            scorer=SCORER,
-        )
-    claims = settings.evidence_scorer == "claims-learned"
+    statements and the weighted score for questions. The weighted thresholds stay
+    set in every mode: they judge what the learned scorer does not (non-English)."""
+    mode = settings.evidence_scorer
     return EvidenceWeights(
         sentence_coverage=settings.evidence_sentence_weight,
         passage_coverage=settings.evidence_passage_weight,
         cosine=settings.evidence_cosine_weight,
         threshold=settings.evidence_threshold,
-        claim_threshold=(
-            settings.evidence_learned_claim_threshold
-            if claims
-            else settings.evidence_claim_threshold
-        ),
-        scorer=SCORER if claims else None,
-        scorer_claims_only=claims,
+        claim_threshold=settings.evidence_claim_threshold,
+        scorer=None if mode == "weighted" else SCORER,
+        scorer_claims_only=mode == "claims-learned",
+        learned_threshold=settings.evidence_learned_threshold,
+        learned_claim_threshold=settings.evidence_learned_claim_threshold,
     )
