@@ -1,4 +1,4 @@
-"""MaxScore-pruned BM25 on PostgreSQL returns exactly the exhaustive scorer's top-k.
+"""PostgreSQL BM25 scorers (numpy, MaxScore-pruned SQL) return exactly the exhaustive top-k.
 
 Real PostgreSQL (session server), generated chunks whose terms follow a Zipf
 law (a few terms in most chunks, a long tail of rare ones), two tenants and a
@@ -19,10 +19,11 @@ import psycopg
 import pytest
 
 from ragline.embed.base import ModelFingerprint
-from ragline.store import bm25, postgres_bm25
+from ragline.store import bm25
 from ragline.store.base import DocumentWrite, FieldBoosts
 from ragline.store.filters import to_sql_predicate
 from ragline.store.postgres import PostgresStore
+from ragline.store.postgres import bm25 as postgres_bm25
 from ragline.types import Chunk, DocumentRecord
 
 DIM = 4
@@ -158,14 +159,47 @@ def test_split_demotes_the_terms_that_cannot_reach_theta() -> None:
     assert postgres_bm25.split_terms(bounds, by["b"].bounds[2] * 0.99).full == ["a", "c", "b"]
 
 
-def test_store_searches_agree_with_and_without_pruning(corpus: tuple[str, str]) -> None:
+def test_store_scorers_agree(corpus: tuple[str, str]) -> None:
     url, schema = corpus
     with (
-        PostgresStore(url, dimension=DIM, schema=schema) as fast,
-        PostgresStore(url, dimension=DIM, schema=schema, bm25_prune=False) as exact,
+        PostgresStore(url, dimension=DIM, schema=schema) as client,
+        PostgresStore(url, dimension=DIM, schema=schema, bm25_scorer="sql") as pruned,
+        PostgresStore(
+            url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
+        ) as exact,
     ):
+        assert client.bm25_scorer == "numpy"  # the default
         for query in queries()[:10]:
             for filters in FILTERS:
-                assert fast.keyword_candidates(query, 20, filters) == exact.keyword_candidates(
-                    query, 20, filters
-                )
+                want = exact.keyword_candidates(query, 20, filters)
+                assert want, (query, filters)
+                assert pruned.keyword_candidates(query, 20, filters) == want
+                assert client.keyword_candidates(query, 20, filters) == want
+
+
+def test_unknown_scorer_is_refused(corpus: tuple[str, str]) -> None:
+    url, schema = corpus
+    with pytest.raises(ValueError, match="bm25_scorer"):
+        PostgresStore(url, dimension=DIM, schema=schema, bm25_scorer="gpu")
+
+
+@pytest.mark.parametrize("k", [1, 10, 60])
+@pytest.mark.parametrize("boosts", [FieldBoosts(), FieldBoosts(title=1.3, headings=0.7, text=1.1)])
+def test_client_scorer_is_the_exhaustive_top_k(
+    corpus: tuple[str, str], k: int, boosts: FieldBoosts
+) -> None:
+    url, schema = corpus
+    formula = postgres_bm25.Formula(bm25.K1, bm25.B)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
+        for query in queries():
+            counts = bm25.query_counts(query)
+            for filters in FILTERS:
+                pred = to_sql_predicate(filters)
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    args = (conn, counts, k, pred, boosts)
+                    exact = postgres_bm25.top_k(*args, bm25.K1, bm25.B, prune=False)
+                    client = postgres_bm25.client_top_k(*args, formula)
+                assert client == exact, (query, filters)
+                assert len(exact) == k or filters, query  # the comparison is not of empties
