@@ -371,20 +371,84 @@ def top_k(
 
 # ------------------------------------------------- scoring in numpy (client side)
 
-#: One posting as :data:`_FETCH_SQL` packs it: PostgreSQL's binary send format.
+#: One posting as packed (PostgreSQL's binary send format of each column).
 POSTING = np.dtype([("key", ">i8"), ("tf", ">i4", (3,)), ("len", ">i4", (3,))])
+#: Share of the corpus written or deleted since the last packing above which
+#: optimize() packs the postings again. Rows newer than the watermark cost
+#: about 3× a packed posting to read (string_agg in the server: 24.5 ms vs
+#: 8.2 ms for a plain scan of the same ~27k postings per query at 100k chunks,
+#: benchmarks/results/postgres.md), so 5 % of unpacked postings add ≤ ~15 % to a
+#: query, while packing at 1M chunks takes minutes.
+REPACK_FRACTION = 0.05
+#: ``ragline_meta`` key of the packed lists' watermark and chunk count.
+PACKED_META = "packed_postings"
 
-_FETCH_SQL = """
-SELECT q.ord, string_agg(
+_PACK = """string_agg(
     int8send(p.chunk_key) || int4send(p.tf_title) || int4send(p.tf_headings)
     || int4send(p.tf_text) || int4send(p.len_title) || int4send(p.len_headings)
-    || int4send(p.len_text), ''::bytea)
+    || int4send(p.len_text), ''::bytea)"""
+
+#: A query's postings: each term's packed list, and its rows newer than the
+#: watermark packed the same way (by the (term, chunk_key) index).
+_FETCH_SQL = f"""
+SELECT q.ord, tp.postings
 FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord)
-CROSS JOIN LATERAL (  -- an index-only lookup per term
-    SELECT * FROM ragline_postings p0 WHERE p0.term = q.term OFFSET 0
+JOIN ragline_term_postings tp ON tp.term = q.term
+UNION ALL
+SELECT q.ord, {_PACK}
+FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord)
+CROSS JOIN LATERAL (
+    SELECT * FROM ragline_postings p0
+    WHERE p0.term = q.term AND p0.chunk_key > %(mark)s OFFSET 0
 ) p
 GROUP BY q.ord
 """
+
+_STATE_SQL = """
+SELECT coalesce(len_title::float8 / nullif(n_title, 0), 1),
+       coalesce(len_headings::float8 / nullif(n_headings, 0), 1),
+       coalesce(len_text::float8 / nullif(n_text, 0), 1),
+       coalesce((SELECT (value->>'watermark')::bigint FROM ragline_meta
+                 WHERE key = 'packed_postings'), 0)
+FROM ragline_corpus
+"""
+
+
+def repack(conn: psycopg.Connection[Any], fraction: float) -> bool:
+    """Pack every term's postings anew when the chunks written since the last
+    packing plus those deleted since exceed ``fraction`` of the corpus; whether
+    it did. Runs in the caller's transaction, which must hold the writers' lock
+    (so every chunk key up to the new watermark is committed and visible)."""
+    row = conn.execute(
+        "SELECT (SELECT chunks FROM ragline_corpus), "
+        "coalesce((value->>'watermark')::bigint, 0), coalesce((value->>'chunks')::bigint, 0) "
+        "FROM (SELECT NULL) x LEFT JOIN ragline_meta ON key = %s",
+        (PACKED_META,),
+    ).fetchone()
+    chunks, mark, packed = (int(v or 0) for v in row) if row else (0, 0, 0)
+    older = conn.execute("SELECT count(*) FROM ragline_chunks WHERE key <= %s", (mark,)).fetchone()
+    live = int(older[0]) if older else 0
+    changed = (chunks - live) + (packed - live)  # written since + deleted since
+    if changed <= fraction * chunks:
+        return False
+    conn.execute("DELETE FROM ragline_term_postings")
+    conn.execute(
+        f"INSERT INTO ragline_term_postings (term, postings) "
+        f"SELECT p.term, {_PACK} FROM ragline_postings p GROUP BY p.term"
+    )
+    conn.execute(
+        "INSERT INTO ragline_meta (key, value) SELECT %s, jsonb_build_object("
+        "'watermark', coalesce(max(key), 0), 'chunks', count(*)) FROM ragline_chunks "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        (PACKED_META,),
+    )
+    return True
+
+
+def forget_packed(conn: psycopg.Connection[Any]) -> None:
+    """Drop the packed lists (every posting is read from rows until the next packing)."""
+    conn.execute("DELETE FROM ragline_term_postings")
+    conn.execute("DELETE FROM ragline_meta WHERE key = %s", (PACKED_META,))
 
 
 class Formula:
@@ -482,26 +546,27 @@ def client_top_k(
     formula: Formula,
 ) -> list[tuple[str, float]]:
     """:func:`keyword_sql`'s result, scored in numpy from the postings read in one
-    statement (packed, ~32 bytes each) instead of in SQL's expression evaluator."""
+    statement (packed, 32 bytes each: the packed lists plus the rows of chunks
+    newer than their watermark) instead of in SQL's expression evaluator.
+    Runs in one REPEATABLE READ snapshot (the caller's transaction)."""
     terms = sorted(counts)
     df, n = _stats(conn, terms)
-    corpus = conn.execute(
-        "SELECT coalesce(len_title::float8 / nullif(n_title, 0), 1), "
-        "coalesce(len_headings::float8 / nullif(n_headings, 0), 1), "
-        "coalesce(len_text::float8 / nullif(n_text, 0), 1) FROM ragline_corpus"
-    ).fetchone()
-    avg = (float(corpus[0]), float(corpus[1]), float(corpus[2])) if corpus else (1.0, 1.0, 1.0)
+    state = conn.execute(_STATE_SQL).fetchone()
+    avg = (float(state[0]), float(state[1]), float(state[2])) if state else (1.0, 1.0, 1.0)
+    mark = int(state[3]) if state else 0
     present = [t for t in terms if t in df]
     if not present:
         return []
-    rows = conn.cursor(binary=True).execute(_FETCH_SQL, {"terms": present}).fetchall()
-    packed = {int(o) - 1: bytes(b) for o, b in rows}
+    rows = conn.cursor(binary=True).execute(_FETCH_SQL, {"terms": present, "mark": mark})
+    packed: dict[int, list[bytes]] = {}
+    for o, data in rows.fetchall():
+        packed.setdefault(int(o) - 1, []).append(bytes(data))
     lists, weights = [], []
     boost = (boosts.title, boosts.headings, boosts.text)
     for i, term in enumerate(present):
         if i not in packed:
             continue
-        lists.append(np.frombuffer(packed[i], dtype=POSTING))
+        lists.append(np.frombuffer(b"".join(packed[i]), dtype=POSTING))
         weights.append(
             tuple(
                 formula.weight(boost[f], counts[term], float(n[f]), df[term][f]) for f in range(3)

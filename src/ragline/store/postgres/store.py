@@ -118,6 +118,7 @@ class PostgresStore(SearchDefaults):
         bm25_prune: bool = True,
         bm25_probe_postings: int = pg_bm25.PROBE_POSTINGS,
         bm25_scorer: str = "numpy",
+        bm25_repack_fraction: float = pg_bm25.REPACK_FRACTION,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -127,6 +128,8 @@ class PostgresStore(SearchDefaults):
             raise ValueError("timeouts must be ≥ 0 (connect_timeout_s > 0)")
         if ann_min_rows < 0:
             raise ValueError("ann_min_rows must be ≥ 0")
+        if not 0 <= bm25_repack_fraction <= 1:
+            raise ValueError(f"bm25_repack_fraction must be in [0, 1], got {bm25_repack_fraction}")
         if bm25_scorer not in pg_bm25.SCORERS:
             raise ValueError(f"bm25_scorer must be one of {pg_bm25.SCORERS}, got {bm25_scorer!r}")
         self.url = url
@@ -152,6 +155,9 @@ class PostgresStore(SearchDefaults):
         #: For the "sql" scorer: MaxScore pruning (False: score every posting).
         self.bm25_prune = bm25_prune
         self.bm25_probe_postings = bm25_probe_postings
+        #: optimize() packs the postings again once this share of the chunks
+        #: was written or deleted since the last packing.
+        self.bm25_repack_fraction = bm25_repack_fraction
         self._formula = pg_bm25.Formula(k1, b)
         self._dimension = dimension
         self._db = Connections(
@@ -275,6 +281,7 @@ class PostgresStore(SearchDefaults):
                 conn.execute("DELETE FROM ragline_postings")
                 conn.execute("DELETE FROM ragline_chunks")
                 conn.execute("DELETE FROM ragline_terms")
+                pg_bm25.forget_packed(conn)
                 conn.execute(
                     "UPDATE ragline_corpus SET chunks = 0, n_title = 0, n_headings = 0, "
                     "n_text = 0, len_title = 0, len_headings = 0, len_text = 0"
@@ -498,7 +505,9 @@ class PostgresStore(SearchDefaults):
 
     def optimize(self) -> None:
         """Build the HNSW index once the table reaches ``ann_min_rows`` (HNSW then
-        follows every insert), vacuum and refresh the planner's statistics."""
+        follows every insert), pack the BM25 postings again when enough changed
+        (:func:`~ragline.store.postgres.bm25.repack`; writers wait meanwhile),
+        vacuum and refresh the planner's statistics."""
         dimension = self._dimension
 
         def run(conn: psycopg.Connection[Any]) -> None:
@@ -508,8 +517,17 @@ class PostgresStore(SearchDefaults):
                 with conn.transaction():
                     conn.execute("SELECT set_config('statement_timeout', '0', true)")
                     self._create_hnsw(conn, dimension)
+            with conn.transaction():
+                conn.execute("SELECT set_config('statement_timeout', '0', true)")
+                writes.lock_writers(conn)
+                pg_bm25.repack(conn, self.bm25_repack_fraction)
             # VACUUM marks pages all-visible, so BM25 reads postings index-only.
-            for table in ("ragline_chunks", "ragline_postings", "ragline_terms"):
+            for table in (
+                "ragline_chunks",
+                "ragline_postings",
+                "ragline_terms",
+                "ragline_term_postings",
+            ):
                 conn.execute(f"VACUUM (ANALYZE) {table}")
 
         self._run(run, "optimizing the index")
