@@ -1,9 +1,25 @@
-"""BM25 top-k on PostgreSQL, exact, with MaxScore pruning of the postings.
+"""BM25 top-k on PostgreSQL, exact: scored in numpy from packed postings, or in SQL
+with MaxScore pruning.
 
 The exhaustive scorer (:func:`keyword_sql`) reads every posting of every query
 term; common terms ("cell", "patient") have thousands per 100k chunks, which
-made PostgreSQL keyword search ~10× slower than LanceDB's. :func:`top_k`
-returns the same ids and the same scores while skipping most of those postings:
+made PostgreSQL keyword search ~10× slower than LanceDB's. Two scorers return
+the same ids and the same float scores faster:
+
+**numpy** (:func:`client_top_k`, the default). The cost of the SQL scorers is
+the executor's per-row work (expressions, hash aggregation: ~1 µs a posting),
+not reading the postings. So each term's postings are kept packed in one
+``bytea`` (32-byte records, :func:`repack` at ``optimize()``, up to a chunk-key
+watermark), a query reads its terms' packed lists plus the rows of chunks
+newer than the watermark in one statement, and numpy computes
+:func:`keyword_sql`'s arithmetic in the same float64 operations and order
+(:class:`Formula`), so the scores are equal, not close. Packed postings of
+chunks deleted since are scored but never returned: the final chunk lookup
+(which also applies the filters) does not find them. Everything runs in one
+REPEATABLE READ snapshot.
+
+**sql** (:func:`top_k`): MaxScore pruning in the server, which skips postings
+but, with these loose bounds, gains little (results/postgres.md):
 
 * **Bounds.** A term's contribution to field f is
   ``boost_f·qtf·idf_f·(k1+1)·tf/(tf+K)`` with ``K > 0``, so it never exceeds

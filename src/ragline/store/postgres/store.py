@@ -13,9 +13,12 @@ Why it is built the way it is:
   lengths. Every write updates all three in the same transaction as the chunks,
   so a query computes idf and avgdl from exact, current statistics, with the
   tokeniser and formula of :mod:`ragline.store.bm25` (LanceDB's, so scores
-  agree across stores). No extension beyond pgvector is needed. Queries skip
-  most postings of common terms by MaxScore pruning that keeps the top-k exact
-  (:mod:`ragline.store.postgres.bm25`).
+  agree across stores). No extension beyond pgvector is needed. By default a
+  query reads each term's postings packed in one value (written by
+  :meth:`optimize`) plus the rows of newer chunks, and scores them in numpy,
+  bit for bit as the exhaustive SQL statement would; the SQL scorer with
+  MaxScore pruning remains (``bm25_scorer="sql"``). Both in
+  :mod:`ragline.store.postgres.bm25`.
 * Vectors: an HNSW index (cosine, ``m``/``ef_construction``) on
   ``embedding::vector(<dim>)`` restricted to rows of that dimension, built by
   :meth:`optimize` once the table reaches ``ann_min_rows`` (below that a scan is
