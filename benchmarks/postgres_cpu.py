@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--schema", required=True)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--k", type=int, default=100)
+    ap.add_argument("--no-vector", action="store_true", help="skip vector search (no HNSW)")
     args = ap.parse_args()
     claims = train_claims(DATA / "scifact", 20 + args.queries)[20:]
     server = kept_server(args.keep)
@@ -96,9 +97,10 @@ def main() -> None:
             rows.append((name, *cpu_per_call(st, calls)))
             loads.append(load_average()[0])
         st = stores["bm25 numpy"]
-        calls = [lambda v=v: st.vector_candidates(v, args.k) for v in qv]
-        rows.append(("vector (HNSW)", *cpu_per_call(st, calls)))
-        loads.append(load_average()[0])
+        if not args.no_vector:
+            calls = [lambda v=v: st.vector_candidates(v, args.k) for v in qv]
+            rows.append(("vector (HNSW)", *cpu_per_call(st, calls)))
+            loads.append(load_average()[0])
         for st in stores.values():
             st.close()
     finally:

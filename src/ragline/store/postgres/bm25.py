@@ -389,6 +389,7 @@ def top_k(
 
 #: One posting as packed (PostgreSQL's binary send format of each column).
 POSTING = np.dtype([("key", ">i8"), ("tf", ">i4", (3,)), ("len", ">i4", (3,))])
+_NATIVE = np.dtype([("key", "i8"), ("tf", "i4", (3,)), ("len", "i4", (3,))])
 #: Share of the corpus written or deleted since the last packing above which
 #: optimize() packs the postings again. Rows newer than the watermark cost
 #: about 3× a packed posting to read (string_agg in the server: 24.5 ms vs
@@ -490,19 +491,14 @@ class Formula:
         w = float(Decimal(repr(boost)) * qtf * self.coef)
         return w * math.log(1 + ((n - df) + 0.5) / (df + 0.5))
 
-    def _tables(self, max_tf: int, max_len: int) -> tuple[np.ndarray, np.ndarray]:
-        if len(self._t1) <= max_tf:
-            self._t1 = np.array([float(t + self.a1) for t in range(2 * max_tf + 16)])
-        if len(self._t2) <= max_len:
-            self._t2 = np.array([float(self.a2 * n) for n in range(2 * max_len + 64)])
-        return self._t1, self._t2
-
-    def contribution(self, w: float, tf: np.ndarray, length: np.ndarray, avg: float) -> np.ndarray:
-        """``_contribution``: w·tf / (tf + k1(1−b) + k1·b·len / avg), 0 where tf = 0."""
-        t1, t2 = self._tables(int(tf.max(initial=0)), int(length.max(initial=0)))
-        out: np.ndarray = (w * tf.astype(np.float64)) / (t1[tf] + t2[length] / avg)
-        out[tf <= 0] = 0.0
-        return out
+    def tables(self, max_tf: int, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+        """``tf + k1(1−b)`` and ``k1·b·len`` as float8, indexed by the integer."""
+        t1, t2 = self._t1, self._t2  # locals: another thread may swap the tables
+        if len(t1) <= max_tf:
+            t1 = self._t1 = np.array([float(t + self.a1) for t in range(2 * max_tf + 16)])
+        if len(t2) <= max_len:
+            t2 = self._t2 = np.array([float(self.a2 * n) for n in range(2 * max_len + 64)])
+        return t1, t2
 
 
 def score_lists(
@@ -512,31 +508,45 @@ def score_lists(
     formula: Formula,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distinct chunk keys (ascending) and their scores, from each query term's
-    postings (in query-term order, the order the SQL sums in)."""
+    postings (in query-term order, the order the SQL sums in).
+
+    Contributions are computed for all postings at once per field (zero-tf
+    postings skipped: adding 0 changes no sum), then added term by term, so
+    each chunk's sums run in query-term order.
+    """
     if not lists:
         return np.zeros(0, np.int64), np.zeros(0)
-    keys = [lst["key"].astype(np.int64) for lst in lists]
-    total = sum(len(k) for k in keys)
-    top = int(max(int(k.max(initial=0)) for k in keys)) + 1
-    dense = top <= max(8 * total, 4_000_000)
+    sizes = [len(lst) for lst in lists]
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    postings = np.concatenate(lists).astype(_NATIVE)
+    keys = postings["key"]
+    top = int(keys.max(initial=0)) + 1
+    dense = top <= max(8 * len(keys), 4_000_000)
     if dense:  # positions = keys
         pos = keys
         seen = np.zeros(top, dtype=bool)
-        for p in pos:
-            seen[p] = True
+        seen[keys] = True
         present = np.flatnonzero(seen)
         size = top
     else:
-        present, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-        bounds = np.cumsum([0, *(len(k) for k in keys)])
-        pos = [inverse[bounds[i] : bounds[i + 1]] for i in range(len(keys))]
+        present, pos = np.unique(keys, return_inverse=True)
         size = len(present)
+    tf, length = postings["tf"], postings["len"]
+    t1, t2 = formula.tables(int(tf.max(initial=0)), int(length.max(initial=0)))
+    w = np.asarray(weights, dtype=np.float64).reshape(len(lists), 3)
     acc = np.zeros((3, size))
-    for lst, p, w in zip(lists, pos, weights, strict=True):
-        tf = lst["tf"].astype(np.int64)
-        ln = lst["len"].astype(np.int64)
-        for f in range(3):
-            acc[f, p] += formula.contribution(w[f], tf[:, f], ln[:, f], avg[f])
+    for f in range(3):
+        nz = np.flatnonzero(tf[:, f] > 0)
+        if not len(nz):
+            continue
+        t = tf[nz, f]
+        wf = np.repeat(w[:, f], sizes)[nz]
+        c = (wf * t) / (t1[t] + t2[length[nz, f]] / avg[f])
+        cut = np.searchsorted(nz, bounds)
+        p, row = pos[nz], acc[f]
+        for i in range(len(lists)):
+            if cut[i] < cut[i + 1]:
+                row[p[cut[i] : cut[i + 1]]] += c[cut[i] : cut[i + 1]]
     scores = acc[:, present].max(axis=0) if dense else acc.max(axis=0)
     return present, scores
 
