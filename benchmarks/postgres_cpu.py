@@ -18,6 +18,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,14 @@ def main() -> None:
         for name, st in stores.items():
             for q in claims[:10]:
                 st.keyword_candidates(q, args.k)
-            calls = [lambda q=q, st=st: st.keyword_candidates(q, args.k) for q in claims]
+            calls: list[Callable[[], object]] = [
+                partial(st.keyword_candidates, q, args.k) for q in claims
+            ]
             rows.append((name, *cpu_per_call(st, calls)))
             loads.append(load_average()[0])
         st = stores["bm25 numpy"]
         if not args.no_vector:
-            calls = [lambda v=v: st.vector_candidates(v, args.k) for v in qv]
+            calls = [partial(st.vector_candidates, v, args.k) for v in qv]
             rows.append(("vector (HNSW)", *cpu_per_call(st, calls)))
             loads.append(load_average()[0])
         for st in stores.values():
