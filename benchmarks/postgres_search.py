@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shutil
 import signal
 import sys
 import tempfile
@@ -33,6 +34,7 @@ import numpy as np
 from machine import command_line, load_average, machine_lines, wait_for_quiet
 from ragline.embed.onnx import OnnxEmbedder
 from ragline.eval.synthetic import (
+    BuildStats,
     PrecomputedEmbedder,
     Synthetic,
     beir_windows,
@@ -88,6 +90,39 @@ def start_server() -> Any:
     return server
 
 
+def kept_server(root: Path) -> Any:
+    """A benchmark server whose data folder stays at ``root``: created (and set up as
+    :func:`start_server` does) on first use, started again on a free port after, so a
+    large index is written once and measured again after code changes."""
+    pg = load_pgserver()
+    if not (root / "data" / "PG_VERSION").is_file():
+        fresh = start_server()
+        fresh.stop("fast")
+        root.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(fresh.root), str(root))
+    server = pg.PgServer(root, pg.free_port(), pg.ensure_user())
+    with open(server.data / "postgresql.auto.conf", "a", encoding="utf-8") as f:
+        f.write(f"\nport = {server.port}\nunix_socket_directories = '{root}'\n")
+    server.start()
+    return server
+
+
+def stored_rows(server: Any, schema: str) -> int:
+    """Chunks already in ``schema`` of a kept server (0 when it has none)."""
+    out = server.run(
+        "psql",
+        "-X",
+        "-A",
+        "-t",
+        "-d",
+        server.url(),
+        "-c",
+        f"SELECT count(*) FROM {schema}.ragline_chunks",
+        check=False,
+    ).strip()
+    return int(out) if out.isdigit() else 0
+
+
 def size_mb(store: Store) -> str:
     """On-disk size of the PostgreSQL tables and indexes (MB), per relation group."""
     run = getattr(store, "_run", None)
@@ -113,6 +148,12 @@ def main() -> None:
     corpus_args(ap, DEFAULT_OUT, "100000", 600.0)
     ap.add_argument("--stores", default="lance,postgres", help="stores to measure")
     ap.add_argument("--url", default="", help="an existing PostgreSQL (default: start one)")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="keep the server's data folder here and reuse an index of the same size in it",
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server
     scales = sorted(int(s) for s in args.scales.split(","))
@@ -135,7 +176,7 @@ def main() -> None:
     server = None
     url = args.url
     if "postgres" in stores and not url:
-        server = start_server()
+        server = kept_server(args.keep) if args.keep else start_server()
         url = server.url()
     loads: list[float] = [load_average()[0]]
     table: list[str] = []
@@ -151,7 +192,15 @@ def main() -> None:
                         loc = store_location(base, f"lance://{tmp}/lance-{rows}")
                     store = open_store(loc, base, embedder.dimension)
                     loads.append(wait_for_quiet(args.max_load, args.max_wait))
-                    build = build_index(store, data, rows, args.batch, embedder.fingerprint, TENANT)
+                    kept = name == "postgres" and args.keep is not None
+                    if kept and stored_rows(server, f"bench_{rows}") == rows:
+                        t0 = time.perf_counter()  # migrations ran at open
+                        store.optimize()
+                        build = BuildStats(rows, 0, float("nan"), time.perf_counter() - t0)
+                    else:
+                        build = build_index(
+                            store, data, rows, args.batch, embedder.fingerprint, TENANT
+                        )
                     loads.append(load_average()[0])
                     sizes = size_mb(store) if name == "postgres" else ""
                     print(
@@ -183,7 +232,10 @@ def main() -> None:
                     store.close()
     finally:
         if server is not None:
-            server.destroy()
+            if args.keep:
+                server.stop("fast")
+            else:
+                server.destroy()
 
     s = base
     lines = [

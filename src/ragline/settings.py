@@ -262,6 +262,18 @@ class Settings(BaseSettings):
     hnsw_ef_construction: int = Field(
         64, ge=4, le=1000, description="HNSW build breadth (PostgreSQL)."
     )
+    pg_bm25_scorer: Literal["numpy", "sql"] = Field(
+        "numpy",
+        description="Where PostgreSQL BM25 is scored: 'numpy' (packed postings read in one "
+        "statement, scored client side) or 'sql' (in the server, MaxScore-pruned). Same top-k.",
+    )
+    pg_bm25_repack_fraction: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="optimize() packs the PostgreSQL BM25 postings again once this share of "
+        "the chunks was written or deleted since the last packing.",
+    )
 
     # --- answering -------------------------------------------------------------------
     # Defaults of the calibrated values come from benchmarks/ (see docs/answers.md):

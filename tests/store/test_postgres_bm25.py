@@ -1,4 +1,4 @@
-"""MaxScore-pruned BM25 on PostgreSQL returns exactly the exhaustive scorer's top-k.
+"""PostgreSQL BM25 scorers (numpy, MaxScore-pruned SQL) return exactly the exhaustive top-k.
 
 Real PostgreSQL (session server), generated chunks whose terms follow a Zipf
 law (a few terms in most chunks, a long tail of rare ones), two tenants and a
@@ -19,10 +19,11 @@ import psycopg
 import pytest
 
 from ragline.embed.base import ModelFingerprint
-from ragline.store import bm25, postgres_bm25
+from ragline.store import bm25
 from ragline.store.base import DocumentWrite, FieldBoosts
 from ragline.store.filters import to_sql_predicate
 from ragline.store.postgres import PostgresStore
+from ragline.store.postgres import bm25 as postgres_bm25
 from ragline.types import Chunk, DocumentRecord
 
 DIM = 4
@@ -158,14 +159,107 @@ def test_split_demotes_the_terms_that_cannot_reach_theta() -> None:
     assert postgres_bm25.split_terms(bounds, by["b"].bounds[2] * 0.99).full == ["a", "c", "b"]
 
 
-def test_store_searches_agree_with_and_without_pruning(corpus: tuple[str, str]) -> None:
+def test_store_scorers_agree(corpus: tuple[str, str]) -> None:
     url, schema = corpus
     with (
-        PostgresStore(url, dimension=DIM, schema=schema) as fast,
-        PostgresStore(url, dimension=DIM, schema=schema, bm25_prune=False) as exact,
+        PostgresStore(url, dimension=DIM, schema=schema) as client,
+        PostgresStore(url, dimension=DIM, schema=schema, bm25_scorer="sql") as pruned,
+        PostgresStore(
+            url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
+        ) as exact,
     ):
+        assert client.bm25_scorer == "numpy"  # the default
         for query in queries()[:10]:
             for filters in FILTERS:
-                assert fast.keyword_candidates(query, 20, filters) == exact.keyword_candidates(
-                    query, 20, filters
-                )
+                want = exact.keyword_candidates(query, 20, filters)
+                assert want, (query, filters)
+                assert pruned.keyword_candidates(query, 20, filters) == want
+                assert client.keyword_candidates(query, 20, filters) == want
+
+
+def test_unknown_scorer_is_refused(corpus: tuple[str, str]) -> None:
+    url, schema = corpus
+    with pytest.raises(ValueError, match="bm25_scorer"):
+        PostgresStore(url, dimension=DIM, schema=schema, bm25_scorer="gpu")
+
+
+@pytest.mark.parametrize("k", [1, 10, 60])
+@pytest.mark.parametrize("boosts", [FieldBoosts(), FieldBoosts(title=1.3, headings=0.7, text=1.1)])
+def test_client_scorer_is_the_exhaustive_top_k(
+    corpus: tuple[str, str], k: int, boosts: FieldBoosts
+) -> None:
+    url, schema = corpus
+    formula = postgres_bm25.Formula(bm25.K1, bm25.B)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
+        for query in queries():
+            counts = bm25.query_counts(query)
+            for filters in FILTERS:
+                pred = to_sql_predicate(filters)
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    args = (conn, counts, k, pred, boosts)
+                    exact = postgres_bm25.top_k(*args, bm25.K1, bm25.B, prune=False)
+                    client = postgres_bm25.client_top_k(*args, formula)
+                assert client == exact, (query, filters)
+                assert len(exact) == k or filters, query  # the comparison is not of empties
+
+
+def packed_meta(url: str, schema: str) -> tuple[int, int]:
+    """(packed terms, watermark) of a schema."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM ragline_term_postings), "
+            "coalesce((SELECT (value->>'watermark')::bigint FROM ragline_meta "
+            "WHERE key = 'packed_postings'), 0)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_packed_lists_with_later_writes_and_deletes(pg_url: str) -> None:
+    """Chunks written after the packing (read from rows) and chunks deleted since
+    (still in the packed lists) give the exhaustive top-k; optimize() repacks
+    once enough changed, and not before."""
+    schema = f"t_packed_{time.monotonic_ns() % 10**9}"
+    rng = np.random.default_rng(3)
+
+    def doc(d: int, salt: int) -> DocumentWrite:
+        tenant = "acme" if d % 3 else "beta"
+        chunks = [make_chunk(rng, d, i + salt, tenant) for i in range(PER_DOC)]
+        record = DocumentRecord(
+            f"d{d}", tenant, f"docs/d{d}.md", f"h{salt}", len(chunks), 1, "", "", "md", "now"
+        )
+        return DocumentWrite(record, chunks, rng.standard_normal((len(chunks), DIM)))
+
+    with (
+        PostgresStore(pg_url, dimension=DIM, schema=schema, bm25_repack_fraction=0.2) as store,
+        PostgresStore(
+            pg_url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
+        ) as exact,
+    ):
+        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.replace_documents([doc(d, 0) for d in range(20)])
+        assert packed_meta(pg_url, schema) == (0, 0)
+        store.optimize()
+        terms, mark = packed_meta(pg_url, schema)
+        assert terms > 0 and mark > 0
+
+        def same() -> None:
+            for query in queries()[:15]:
+                for filters in FILTERS:
+                    want = exact.keyword_candidates(query, 10, filters)
+                    assert store.keyword_candidates(query, 10, filters) == want, (query, filters)
+
+        same()
+        store.replace_documents([doc(d, 100) for d in (1, 2)])  # 50 newer chunks, 50 stale
+        store.delete_document("d4")  # 25 more stale
+        same()
+        store.optimize()  # 125 changed of 475 chunks: above 20 %, repacked
+        assert packed_meta(pg_url, schema)[1] > mark
+        mark = packed_meta(pg_url, schema)[1]
+        store.replace_documents([doc(5, 200)])  # 50 of 475 changed: below 20 %, kept
+        store.optimize()
+        assert packed_meta(pg_url, schema)[1] == mark
+        same()

@@ -42,6 +42,8 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
             ef_search=settings.ann_ef,
             ann_min_rows=settings.ann_min_rows,
             maintenance_work_mem_mb=settings.pg_maintenance_work_mem_mb,
+            bm25_scorer=settings.pg_bm25_scorer,
+            bm25_repack_fraction=settings.pg_bm25_repack_fraction,
         )
     if location.kind == "qdrant":
         from ragline.store.qdrant import QdrantStore
