@@ -479,6 +479,8 @@ class LanceStore(SearchDefaults):
         ann_refine_factor: int = 2,
         memory_index: bool = True,
         memory_rows: int = 200_000,
+        int8_rows: int = 20_000,
+        int8_rerank: int = 2,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -500,7 +502,9 @@ class LanceStore(SearchDefaults):
         self._dimension = dimension
         #: In-process indexes mirroring the table (lance_memory); None: LanceDB's own.
         self._mirror = (
-            LanceMirror(dimension, _run, self._open_at, memory_rows) if memory_index else None
+            LanceMirror(dimension, _run, self._open_at, memory_rows, int8_rows, int8_rerank)
+            if memory_index
+            else None
         )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
