@@ -35,8 +35,14 @@ def main() -> None:
     built = time.perf_counter() - t0
     snap = store._mirror._snapshot  # type: ignore[attr-defined]
     kw = snap.keywords
+    v = snap.vectors
+    layout = " + ".join(
+        name
+        for name, a in (("float32", v.matrix), ("float16 units", v.units), ("int8 codes", v.codes))
+        if a is not None
+    )
     parts = {
-        "vectors (float32)": snap.vectors.matrix.nbytes + snap.vectors.inverse_norms.nbytes,
+        f"vectors ({layout})": snap.vectors.nbytes,
         "BM25 postings (3 fields)": sum(
             m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in kw.tf
         ),
@@ -44,7 +50,14 @@ def main() -> None:
         "row ids + positions": snap.rowids.nbytes + snap.by_rowid.nbytes,
     }
     print(f"rows {rows:,}; mirror built in {built:.1f} s; vocabulary {len(kw.vocab):,} terms")
-    print(f"peak RSS before {before:.0f} MiB, after {rss_mib():.0f} MiB")
+    print(f"peak RSS before {before:.0f} MiB, after the build {rss_mib():.0f} MiB")
+    q = snap.vectors.units[0] if snap.vectors.units is not None else snap.vectors.raw([0])[0]
+    t0 = time.perf_counter()
+    store.hybrid_candidates(q, "gradient of the loss", 200)  # type: ignore[attr-defined]
+    print(
+        f"first hybrid search {1e3 * (time.perf_counter() - t0):.1f} ms; "
+        f"peak RSS after it {rss_mib():.0f} MiB"
+    )
     for name, n in parts.items():
         print(f"  {name}: {n / 2**20:.0f} MiB")
     store.close()

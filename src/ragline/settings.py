@@ -210,17 +210,19 @@ class Settings(BaseSettings):
         200_000,
         ge=0,
         description=(
-            "LanceDB mirror: up to this many chunks, their columns stay in memory too, so "
-            "the returned hits' rows are not read from disk (≈ 4 ms less per search)."
+            "LanceDB mirror: up to this many chunks, their columns and float32 vectors stay "
+            "in memory too, so the returned hits' rows are not read from disk (≈ 4 ms less "
+            "per search); above it the vectors are int8 codes + float16 unit rows."
         ),
     )
     lance_int8_rows: int = Field(
-        20_000,
+        0,
         ge=0,
         description=(
             "LanceDB mirror: from this many chunks on, vector search scans int8 codes "
             "(a quarter of float32's bytes) and re-scores the best candidates exactly; "
-            "below it, one float32 matrix product. See benchmarks/results/search_core.md."
+            "below it, one float32 matrix product. 0: always (faster from SciFact's 9k "
+            "chunks on, same top-200; benchmarks/results/search_core.md, section 5)."
         ),
     )
     lance_int8_rerank: int = Field(

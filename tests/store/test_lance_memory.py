@@ -28,7 +28,7 @@ TEXTS = [
 def pair(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[LanceStore, LanceStore]:
     """The same index opened with the mirror (float32 vectors, or int8 codes + rerank)
     and with LanceDB's own queries."""
-    int8_rows = 0 if request.param == "int8" else 20_000
+    int8_rows = 0 if request.param == "int8" else 1_000_000
     mirrored = LanceStore(tmp_path / "index", dimension=DIM, int8_rows=int8_rows)
     plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
     write(mirrored, "a", TEXTS, seed=1)

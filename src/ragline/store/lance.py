@@ -479,7 +479,7 @@ class LanceStore(SearchDefaults):
         ann_refine_factor: int = 2,
         memory_index: bool = True,
         memory_rows: int = 200_000,
-        int8_rows: int = 20_000,
+        int8_rows: int = 0,
         int8_rerank: int = 2,
     ) -> None:
         if dimension < 1:
