@@ -33,6 +33,12 @@ def test_zero_vectors_and_zero_queries_have_no_cosine() -> None:
     assert rows.tolist() == []
 
 
+@pytest.mark.parametrize("layout", [VectorLayout(True, False), VectorLayout(False, True)])
+def test_an_empty_index_finds_nothing(layout: VectorLayout) -> None:
+    rows, sims = VectorIndex.empty(4, layout).search(np.ones(4, np.float32), 5, None)
+    assert rows.tolist() == [] and sims.tolist() == []
+
+
 def test_kept_drops_rows() -> None:
     index = VectorIndex.empty(2).appended(np.array([[1, 0], [0, 1], [1, 1]], np.float32))
     kept = index.kept(np.array([0, 2]))

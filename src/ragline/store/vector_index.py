@@ -173,7 +173,7 @@ class VectorIndex:
         zero query, which has no cosine to anything)."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         norm = float(np.linalg.norm(q))
-        if norm == 0 or k <= 0:
+        if norm == 0 or k <= 0 or not self.rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         unit = q / np.float32(norm)
         ok = (
