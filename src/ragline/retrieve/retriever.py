@@ -248,7 +248,8 @@ class Retriever:
             clock.lap("rerank")
 
         hits = _with_ranks(hits[:top_k])
-        if (section or isinstance(store, RelatedChunksReader)) and (expand > 0 or section):
+        # the cheap test first: a runtime Protocol isinstance costs ≈ 0.1 ms a search
+        if (expand > 0 or section) and (section or isinstance(store, RelatedChunksReader)):
             hits = self._expand_graph(hits, expand, section) if hits else hits
             clock.lap("expand")
         elif expand > 0 and hits:
