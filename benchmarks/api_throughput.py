@@ -5,7 +5,7 @@ in-process search indexes built before it listens, so no request meets a cold
 index), then runs ``--clients`` concurrent clients (asyncio + httpx, one process)
 that send distinct queries (``ragline bench``'s pseudo-queries, never repeated, so
 no cache can answer) for ``--seconds`` after a warm-up. The server keeps its
-defaults (query log on, ``serve_threads``, one worker process) except
+defaults (query log on, ``serve_threads``, one worker process unless ``--workers``) except
 the per-caller rate limit, which would refuse a benchmark by design.
 
     python benchmarks/api_throughput.py /tmp/prof/scale-100000 --pool-index /tmp/prof/pool
@@ -54,6 +54,13 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process, all its threads (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds of the server process and its worker processes."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    kids = [int(p) for p in children.read_text().split()] if children.exists() else []
+    return cpu_seconds(pid) + sum(cpu_seconds(k) for k in kids)
 
 
 def free_port() -> int:
@@ -122,6 +129,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--queries", type=int, default=12000, help="distinct queries available")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="above 1: `ragline serve --workers N` itself (each worker builds its search "
+        "indexes in the background after start: give --warmup enough seconds for that)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--serve-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -132,8 +146,14 @@ def main() -> None:
     queries = queries_from(args.pool_index, args.queries)
     port = free_port()
     env = {**os.environ, "RAGLINE_RATE_LIMIT_PER_MINUTE": "0"}
-    cmd = [sys.executable, __file__, str(args.index), "--pool-index", str(args.pool_index)]
-    child = subprocess.Popen([*cmd, "--serve-child", "--port", str(port)], env=env)
+    if args.workers > 1:
+        ragline = str(Path(sys.executable).with_name("ragline"))
+        cmd = [ragline, "serve", "--index", str(args.index), "--host", "127.0.0.1"]
+        cmd += ["--port", str(port), "--workers", str(args.workers)]
+    else:
+        cmd = [sys.executable, __file__, str(args.index), "--pool-index", str(args.pool_index)]
+        cmd += ["--serve-child", "--port", str(port)]
+    child = subprocess.Popen(cmd, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 1800
@@ -149,11 +169,11 @@ def main() -> None:
                 raise SystemExit("the server was not ready in 30 minutes")
             time.sleep(0.5)
         loads = [load_average()[0]]
-        cpu0 = cpu_seconds(child.pid), time.process_time()
+        cpu0 = server_cpu(child.pid), time.process_time()
         lat, n, errors, wall, total = asyncio.run(
             drive(f"{base}/api/search", queries, args.clients, args.warmup, args.seconds)
         )
-        cpu1 = cpu_seconds(child.pid), time.process_time()
+        cpu1 = server_cpu(child.pid), time.process_time()
         loads.append(load_average()[0])
     finally:
         child.terminate()
@@ -166,8 +186,8 @@ def main() -> None:
         f"- command: `{command_line()}`",
         f"- index: {args.index}; {args.clients} concurrent clients (asyncio + httpx, one "
         f"process on the same machine), distinct queries, hybrid, max_results 10; "
-        f"{args.warmup:.0f} s warm-up then {wall:.0f} s measured; one uvicorn worker; "
-        "rate limit off, everything else the server's defaults",
+        f"{args.warmup:.0f} s warm-up then {wall:.0f} s measured; uvicorn workers "
+        f"{args.workers}; rate limit off, everything else the server's defaults",
         "",
         f"- CPU per request, over all {total} sent (warm-up included): server "
         f"{1e3 * (cpu1[0] - cpu0[0]) / total:.1f} ms, "

@@ -2,8 +2,10 @@
 
 LanceDB stays the source of truth (crash safety, atomic swaps, other processes'
 writes); this module keeps what a search needs in memory, built from the table's
-rows: the vectors as a unit-length float32 matrix (exact cosine by one matmul) and
-BM25 postings from ragline's own analyser (:mod:`ragline.store.keyword_index`).
+rows: the vectors (:mod:`ragline.store.vector_index`: int8 codes scanned first and
+the best candidates re-scored from float32 rows, or float16 unit rows above
+``keep_rows``) and BM25 postings from ragline's own analyser
+(:mod:`ragline.store.keyword_index`).
 
 Freshness: every search first asks the table for its version (≈ 0.1 ms; the
 connection checks the latest manifest on each read). When it moved, the mirror
