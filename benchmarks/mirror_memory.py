@@ -14,6 +14,8 @@ import resource
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ragline.settings import Settings
 from ragline.store.factory import make_store
 
@@ -25,6 +27,7 @@ def rss_mib() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("index_dir", type=Path, help="RAGLINE_INDEX_DIR of the index")
+    ap.add_argument("--searches", type=int, default=100, help="then time this many searches")
     args = ap.parse_args()
     settings = Settings().model_copy(update={"index_dir": args.index_dir})
     store = make_store(settings, 384)
@@ -60,6 +63,31 @@ def main() -> None:
     )
     for name, n in parts.items():
         print(f"  {name}: {n / 2**20:.0f} MiB")
+    if args.searches:
+        # the candidate stages alone, on distinct pseudo-queries cut from the rows
+        texts = (
+            [" ".join(t.split()[3:10]) for t in snap.table_rows.column("text").to_pylist()]
+            if snap.table_rows is not None
+            else []
+        )
+        if not texts:
+            rows = store._mirror.rows(
+                snap, np.arange(0, snap.rows, max(1, snap.rows // args.searches)), ["text"]
+            )  # type: ignore[attr-defined]
+            texts = [" ".join(t.split()[3:10]) for t in rows.column("text").to_pylist()]
+        vec_ms, kw_ms = [], []
+        rng = np.random.default_rng(0)
+        for text in texts[: args.searches]:
+            q = rng.standard_normal(snap.vectors.dimension).astype(np.float32)
+            _, _, ms = store.hybrid_candidates(q, text, 200)  # type: ignore[attr-defined]
+            vec_ms.append(ms["vector"])
+            kw_ms.append(ms["keyword"])
+        for name, xs in (("vector", vec_ms), ("BM25", kw_ms)):
+            print(
+                f"{name} candidates (200), {len(xs)} searches: p50 {np.percentile(xs, 50):.2f} "
+                f"ms, p95 {np.percentile(xs, 95):.2f} ms"
+            )
+        print(f"peak RSS after the searches {rss_mib():.0f} MiB")
     store.close()
 
 
