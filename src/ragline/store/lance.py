@@ -981,6 +981,13 @@ class LanceStore(SearchDefaults):
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         """Stored chunks with each chunk's stored vector, in the same read."""
+        snap = self._mirrored() if ids else None
+        if snap is not None and snap.table_rows is not None:  # all in memory: no Arrow vectors
+            at = np.asarray(
+                [snap.position[i] for i in dict.fromkeys(ids) if i in snap.position], np.int64
+            )
+            chunks = arrow_to_chunks(snap.table_rows.take(at))
+            return {c.id: (c, v) for c, v in zip(chunks, snap.vectors.raw(at), strict=True)}
         rows = self._rows_for(ids, [*CHUNK_COLUMNS, "vector"])
         if rows is None:
             return {}
