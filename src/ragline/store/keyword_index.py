@@ -36,21 +36,29 @@ def _field_norms(lengths: FloatArray, k1: float, b: float) -> tuple[int, FloatAr
     return n, np.full(lengths.shape, k1 * (1.0 - b))
 
 
+def compact(values: Sequence[int]) -> npt.NDArray[np.uint16] | npt.NDArray[np.float32]:
+    """Term counts (or in-batch row numbers) as uint16 when they fit, else float32."""
+    a = np.asarray(values, dtype=np.int64)
+    return a.astype(np.uint16) if not len(a) or int(a.max()) <= 0xFFFF else a.astype(np.float32)
+
+
 def stacked_csc(
     old: sp.csc_array,
-    rows: list[npt.NDArray[np.int32]],
+    starts: list[int],
+    rows: list[npt.NDArray[np.generic]],
     cols: list[npt.NDArray[np.int32]],
-    vals: list[npt.NDArray[np.float32]],
+    vals: list[npt.NDArray[np.generic]],
     added: int,
     width: int,
 ) -> sp.csc_array:
-    """``old``'s rows, then ``added`` new ones given as per-batch postings (row numbers
-    from 0 within the new rows, ascending), as one ``width``-column CSC matrix.
+    """``old``'s rows, then ``added`` new ones given as per-batch postings: batch j's
+    rows are numbered from 0 (ascending) and start at new row ``starts[j]``; the
+    result is one ``width``-column CSC matrix (term counts uint16 when they fit).
 
     A counting sort writes every posting once into the final arrays, and each batch's
-    lists are dropped as soon as they are placed: peak memory is the lists plus the
-    result, where COO → CSC and ``vstack`` held several copies (1M chunks: 3.4 GiB
-    peak RSS before, see benchmarks/results/search_core.md, section 5)."""
+    lists are dropped as soon as they are placed: peak memory is the compact lists
+    plus the result, where COO → CSC and ``vstack`` held several copies (1M chunks:
+    3.4 GiB peak RSS before, see benchmarks/results/search_core.md, section 5)."""
     old_counts = np.zeros(width, np.int64)
     old_counts[: old.shape[1]] = np.diff(old.indptr)
     counts = old_counts.copy()
@@ -61,7 +69,7 @@ def stacked_csc(
     indptr = np.zeros(width + 1, index)
     np.cumsum(counts, out=indptr[1:])
     indices = np.empty(nnz, index)
-    data = np.empty(nnz, np.float32)
+    data = np.empty(nnz, np.result_type(old.data.dtype, *(v.dtype for v in vals)))
     fill = indptr[:-1].astype(np.int64)
     if old.nnz:  # old postings first in each column, in their order
         col_of = np.repeat(np.arange(width), old_counts)
@@ -74,15 +82,15 @@ def stacked_csc(
         data[dest] = old.data
         fill += old_counts
     offset = old.shape[0]
-    for batches in (rows, cols, vals):
+    for batches in (starts, rows, cols, vals):
         batches.reverse()  # pop() takes the batches in order
     while cols:
-        c, r, v = cols.pop(), rows.pop(), vals.pop()
+        start, c, r, v = starts.pop(), cols.pop(), rows.pop(), vals.pop()
         order = np.argsort(c, kind="stable")  # rows stay ascending within a column
         c = c[order]
         per_col = np.bincount(c, minlength=width)
         dest = fill[c] + np.arange(len(c)) - (np.cumsum(per_col) - per_col)[c]
-        indices[dest] = r[order] + offset
+        indices[dest] = r[order].astype(index) + (offset + start)
         data[dest] = v[order]
         fill += per_col
     return sp.csc_array((data, indices, indptr), shape=(offset + added, width))
@@ -114,7 +122,7 @@ class KeywordIndex:
         fields = len(KEYWORD_FIELDS)
         return cls(
             {},
-            [sp.csc_array((0, 0), dtype=np.float32) for _ in range(fields)],
+            [sp.csc_array((0, 0), dtype=np.uint16) for _ in range(fields)],
             [np.zeros(0) for _ in range(fields)],
             k1,
             b,
@@ -135,9 +143,10 @@ class KeywordIndex:
         numpy arrays at once, so memory holds one batch of Python objects at a time."""
         vocab = dict(self.vocab)
         fields = len(KEYWORD_FIELDS)
-        rows_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
+        starts: list[int] = []
+        rows_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.generic]]]
         cols_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
-        vals_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.float32]]]
+        vals_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.generic]]]
         lengths: list[list[FloatArray]] = [[dl] for dl in self.lengths]
         added = 0
         for terms in batches:
@@ -153,19 +162,20 @@ class KeywordIndex:
                         col = vocab.get(term)
                         if col is None:
                             col = vocab[term] = len(vocab)
-                        rows.append(added + i)
+                        rows.append(i)
                         cols.append(col)
                         vals.append(count)
-                rows_at[f].append(np.asarray(rows, np.int32))
+                rows_at[f].append(compact(rows))
                 cols_at[f].append(np.asarray(cols, np.int32))
-                vals_at[f].append(np.asarray(vals, np.float32))
+                vals_at[f].append(compact(vals))
                 lengths[f].append(dl)
+            starts.append(added)
             added += len(terms)
         if not added:
             return self
         width = len(vocab)
         matrices = [
-            stacked_csc(old, rows_at[f], cols_at[f], vals_at[f], added, width)
+            stacked_csc(old, list(starts), rows_at[f], cols_at[f], vals_at[f], added, width)
             for f, old in enumerate(self.tf)
         ]
         return KeywordIndex(
