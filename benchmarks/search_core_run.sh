@@ -24,12 +24,12 @@ export PYTHONPATH="$root/src:${TXTAI_SITE:?set TXTAI_SITE}${PYTHONPATH:+:$PYTHON
 cd "$root/benchmarks"
 uptime
 python profile_search.py --cache-dir "$cache" --txtai --no-lancedb --out "$results/core_scifact.md"
-for n in 10000 100000; do
-  python profile_search.py --synthetic "$n" --work-dir "$work" --txtai --no-lancedb \
-    --queries 200 --out "$results/core_$n.md"
-done
+python profile_search.py --synthetic 10000 --work-dir "$work" --txtai --no-lancedb \
+  --queries 200 --out "$results/core_10000.md"
 python api_throughput.py "$work/scale-100000" --pool-index "$work/pool" --out "$results/core_api_100000.md"
 /usr/bin/time -v python mirror_memory.py "$work/scale-1000000" > "$results/core_memory_1000000.txt" 2>&1
+python profile_search.py --synthetic 100000 --work-dir "$work" --txtai --no-lancedb \
+  --queries 200 --out "$results/core_100000.md"
 python profile_search.py --synthetic 1000000 --work-dir "$work" --no-lancedb --queries 200 \
   --out "$results/core_1000000.md"
 uptime
