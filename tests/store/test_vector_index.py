@@ -73,10 +73,10 @@ def test_quantise_keeps_each_row_within_half_a_step() -> None:
     assert (err <= step[:, None] / 2 + 1e-6).all()
 
 
-@pytest.mark.parametrize("float32", [True, False])
-def test_int8_scan_with_rerank_finds_the_exact_top_k(float32: bool) -> None:
+@pytest.mark.parametrize(("float32", "threads"), [(True, 1), (False, 1), (True, 2)])
+def test_int8_scan_with_rerank_finds_the_exact_top_k(float32: bool, threads: int) -> None:
     vectors = _clustered(5000, 64, 2)
-    layout = VectorLayout(float32=float32, int8=True, rerank=2)
+    layout = VectorLayout(float32=float32, int8=True, rerank=2, threads=threads)
     index = VectorIndex.of(vectors, layout)
     assert index.codes is not None and (index.matrix is not None) == float32
     rng = np.random.default_rng(3)
@@ -129,5 +129,6 @@ def test_layouts_follow_the_row_limits() -> None:
     assert layout_for(10, 100, 50, 2) == VectorLayout(True, False, 2)
     assert layout_for(60, 100, 50, 2) == VectorLayout(True, True, 2)
     assert layout_for(101, 100, 500, 3) == VectorLayout(False, True, 3)
+    assert layout_for(101, 100, 500, 3, threads=2) == VectorLayout(False, True, 3, 2)
     with pytest.raises(ValueError, match="float32"):
         VectorIndex.of(np.ones((2, 2), np.float32), VectorLayout(False, True)).raw(np.array([0]))

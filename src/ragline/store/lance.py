@@ -481,6 +481,7 @@ class LanceStore(SearchDefaults):
         memory_rows: int = 200_000,
         int8_rows: int = 0,
         int8_rerank: int = 2,
+        int8_threads: int = 1,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -502,7 +503,9 @@ class LanceStore(SearchDefaults):
         self._dimension = dimension
         #: In-process indexes mirroring the table (lance_memory); None: LanceDB's own.
         self._mirror = (
-            LanceMirror(dimension, _run, self._open_at, memory_rows, int8_rows, int8_rerank)
+            LanceMirror(
+                dimension, _run, self._open_at, memory_rows, int8_rows, int8_rerank, int8_threads
+            )
             if memory_index
             else None
         )

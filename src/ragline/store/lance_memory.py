@@ -197,11 +197,13 @@ class LanceMirror:
         keep_rows: int,
         int8_rows: int = 0,
         rerank: int = 2,
+        threads: int = 1,
     ) -> None:
         self.dimension = dimension
         self.keep_rows = keep_rows
         self.int8_rows = int8_rows
         self.rerank = rerank
+        self.threads = threads
         self._run = run
         self._open_at = open_at
         self._snapshot: Snapshot | None = None
@@ -279,7 +281,7 @@ class LanceMirror:
     def layout(self, rows: int) -> VectorLayout:
         """How a snapshot of ``rows`` rows keeps its vectors (float32 while its chunk
         columns stay in memory too, int8 codes from ``int8_rows`` rows on)."""
-        return layout_for(rows, self.keep_rows, self.int8_rows, self.rerank)
+        return layout_for(rows, self.keep_rows, self.int8_rows, self.rerank, self.threads)
 
     def _diff(
         self, name: str, version: int, old: Snapshot | None

@@ -79,18 +79,22 @@ def quantise(units: F32Array) -> tuple[npt.NDArray[np.int8], F32Array]:
 @dataclass(frozen=True, slots=True)
 class VectorLayout:
     """What an index keeps: float32 rows (exact scores, the stored vectors), int8 codes
-    scanned first, and how many candidates per wanted row the codes pass on."""
+    scanned first, how many candidates per wanted row the codes pass on, and how many
+    threads scan the codes."""
 
     float32: bool
     int8: bool
     rerank: int = 2
+    threads: int = 1
 
 
-def layout_for(rows: int, float32_rows: int, int8_rows: int, rerank: int) -> VectorLayout:
+def layout_for(
+    rows: int, float32_rows: int, int8_rows: int, rerank: int, threads: int = 1
+) -> VectorLayout:
     """The layout for a table of ``rows``: float32 up to ``float32_rows`` rows, int8
     codes from ``int8_rows`` rows on (always without float32)."""
     f32 = rows <= float32_rows
-    return VectorLayout(float32=f32, int8=not f32 or rows >= int8_rows, rerank=rerank)
+    return VectorLayout(f32, not f32 or rows >= int8_rows, rerank, threads)
 
 
 class VectorIndex:
@@ -194,7 +198,8 @@ class VectorIndex:
         """Every row's approximate cosine, up to the query's constant scale."""
         assert self.codes is not None and self.steps is not None
         q8, _ = quantise(unit[None, :])
-        dots = simsimd.cdist(q8, self.codes, metric="dot", out_dtype="float32", threads=1)
+        threads = self.layout.threads
+        dots = simsimd.cdist(q8, self.codes, metric="dot", out_dtype="float32", threads=threads)
         approx: F32Array = np.asarray(dots).reshape(-1)
         approx *= self.steps
         return approx
