@@ -213,16 +213,14 @@ def weighted_pairs(
             if rank < best.get(cid, rank + 1):
                 best[cid] = rank
 
-    def key(cid: str) -> tuple[float, int, str]:
-        return (-fused[cid], best[cid], cid)
-
-    if limit is not None and limit < len(fused):
-        order = heapq.nsmallest(max(limit, 0), fused, key=key)
+    keys = [(-score, best[cid], cid) for cid, score in fused.items()]
+    if limit is not None and limit < len(keys):
+        keys = heapq.nsmallest(max(limit, 0), keys)
     else:
-        order = sorted(fused, key=key)
+        keys.sort()
     return [
         Fused(cid, fused[cid], r, raw_v.get(cid), raw_k.get(cid))
-        for r, cid in enumerate(order, start=1)
+        for r, (_, _, cid) in enumerate(keys, start=1)
     ]
 
 
