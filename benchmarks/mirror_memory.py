@@ -14,6 +14,8 @@ import resource
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ragline.settings import Settings
 from ragline.store.factory import make_store
 
@@ -25,6 +27,7 @@ def rss_mib() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("index_dir", type=Path, help="RAGLINE_INDEX_DIR of the index")
+    ap.add_argument("--searches", type=int, default=100, help="then time this many searches")
     args = ap.parse_args()
     settings = Settings().model_copy(update={"index_dir": args.index_dir})
     store = make_store(settings, 384)
@@ -35,8 +38,14 @@ def main() -> None:
     built = time.perf_counter() - t0
     snap = store._mirror._snapshot  # type: ignore[attr-defined]
     kw = snap.keywords
+    v = snap.vectors
+    layout = " + ".join(
+        name
+        for name, a in (("float32", v.matrix), ("float16 units", v.units), ("int8 codes", v.codes))
+        if a is not None
+    )
     parts = {
-        "vectors (float32)": snap.vectors.matrix.nbytes + snap.vectors.inverse_norms.nbytes,
+        f"vectors ({layout})": snap.vectors.nbytes,
         "BM25 postings (3 fields)": sum(
             m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in kw.tf
         ),
@@ -44,9 +53,41 @@ def main() -> None:
         "row ids + positions": snap.rowids.nbytes + snap.by_rowid.nbytes,
     }
     print(f"rows {rows:,}; mirror built in {built:.1f} s; vocabulary {len(kw.vocab):,} terms")
-    print(f"peak RSS before {before:.0f} MiB, after {rss_mib():.0f} MiB")
+    print(f"peak RSS before {before:.0f} MiB, after the build {rss_mib():.0f} MiB")
+    q = snap.vectors.units[0] if snap.vectors.units is not None else snap.vectors.raw([0])[0]
+    t0 = time.perf_counter()
+    store.hybrid_candidates(q, "gradient of the loss", 200)  # type: ignore[attr-defined]
+    print(
+        f"first hybrid search {1e3 * (time.perf_counter() - t0):.1f} ms; "
+        f"peak RSS after it {rss_mib():.0f} MiB"
+    )
     for name, n in parts.items():
         print(f"  {name}: {n / 2**20:.0f} MiB")
+    if args.searches:
+        # the candidate stages alone, on distinct pseudo-queries cut from the rows
+        texts = (
+            [" ".join(t.split()[3:10]) for t in snap.table_rows.column("text").to_pylist()]
+            if snap.table_rows is not None
+            else []
+        )
+        if not texts:
+            rows = store._mirror.rows(
+                snap, np.arange(0, snap.rows, max(1, snap.rows // args.searches)), ["text"]
+            )  # type: ignore[attr-defined]
+            texts = [" ".join(t.split()[3:10]) for t in rows.column("text").to_pylist()]
+        vec_ms, kw_ms = [], []
+        rng = np.random.default_rng(0)
+        for text in texts[: args.searches]:
+            q = rng.standard_normal(snap.vectors.dimension).astype(np.float32)
+            _, _, ms = store.hybrid_candidates(q, text, 200)  # type: ignore[attr-defined]
+            vec_ms.append(ms["vector"])
+            kw_ms.append(ms["keyword"])
+        for name, xs in (("vector", vec_ms), ("BM25", kw_ms)):
+            print(
+                f"{name} candidates (200), {len(xs)} searches: p50 {np.percentile(xs, 50):.2f} "
+                f"ms, p95 {np.percentile(xs, 95):.2f} ms"
+            )
+        print(f"peak RSS after the searches {rss_mib():.0f} MiB")
     store.close()
 
 

@@ -99,6 +99,36 @@ class Baseline:
         return [(self.chunks[i], s) for i, s in best]
 
 
+class Txtai:
+    """txtai's hybrid ``Embeddings`` (its defaults: BM25 scoring normalised, faiss dense
+    index, 0.5/0.5 convex fusion) over the same chunks and the same vectors: txtai's
+    ``external`` transform hands it the stored vectors while indexing and the query
+    vector the caller chooses while searching, so both sides embed nothing new and
+    the search engines are what is compared."""
+
+    def __init__(self, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        from txtai import Embeddings
+
+        pending = iter(np.asarray(vectors, dtype=np.float32))
+        self.query_vector: Callable[[str], np.ndarray] | None = None
+
+        def transform(texts: list[str]) -> np.ndarray:
+            if self.query_vector is None:  # indexing: the rows' own vectors, in order
+                return np.stack([next(pending) for _ in texts])
+            return np.stack([self.query_vector(t) for t in texts])
+
+        config = {"method": "external", "transform": transform, "hybrid": True, "content": False}
+        self.embeddings = Embeddings(config)
+        self.embeddings.index((str(i), f"{c.title}\n{c.text}", None) for i, c in enumerate(chunks))
+        if next(pending, None) is not None:
+            raise RuntimeError("txtai did not take one vector per row while indexing")
+        self.chunks = chunks
+
+    def search(self, query: str, query_vector: Callable[[str], np.ndarray]) -> list[Chunk]:
+        self.query_vector = query_vector
+        return [self.chunks[int(uid)] for uid, _ in self.embeddings.search(query, 10)]
+
+
 def synthetic_index(args: argparse.Namespace, embedder: Any) -> Path:
     """``ragline bench``'s synthetic index (seed 7) under ``--work-dir``, built once."""
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="ragline-profile-"))
@@ -154,6 +184,15 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--txtai",
+        action="store_true",
+        help="add txtai's hybrid search (pip install --target DIR txtai==9.14.0 "
+        "faiss-cpu==1.15.1 msgpack==1.1.2 --no-deps; PYTHONPATH=DIR)",
+    )
+    ap.add_argument(
+        "--no-lancedb", action="store_true", help="leave out LanceDB's own queries (slow at 1M)"
+    )
     args = ap.parse_args()
 
     embedder = make_embedder(Settings())
@@ -168,13 +207,12 @@ def main() -> None:
         tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
         label = "the `ragline eval` SciFact index"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
-    stores = {
-        "LanceDB queries": make_store(
+    stores = {"in-process mirror": make_store(settings, embedder.dimension)}
+    if not args.no_lancedb:
+        stores["LanceDB queries"] = make_store(
             settings.model_copy(update={"lance_memory_index": False}), embedder.dimension
-        ),
-        "in-process mirror": make_store(settings, embedder.dimension),
-    }
-    any_store = stores["LanceDB queries"]
+        )
+    any_store = stores["in-process mirror"]
     chunks: list[Chunk] = []
     parts = []
     for batch, vecs in any_store.iter_chunks(4096):
@@ -197,6 +235,9 @@ def main() -> None:
     stores["in-process mirror"].count_chunks()
     stores["in-process mirror"].warm_up()  # type: ignore[attr-defined]
     mirror_build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    peer = Txtai(chunks, vectors) if args.txtai else None
+    txtai_build_s = time.perf_counter() - t0
     retrievers = {name: Retriever(st, fast, settings) for name, st in stores.items()}
     e2e = {name: Retriever(st, embedder, settings) for name, st in stores.items()}
     scope = {"tenant": tenant}
@@ -225,18 +266,24 @@ def main() -> None:
             r.search(q, mode="hybrid")
             breakdown(stores[name], q)
         base.search(q, fast.embed_query(q))
+        if peer is not None:
+            peer.search(q, fast.embed_query)
+            peer.search(q, embedder.embed_query)
     loads = [load_average()[0]]
-    search_ms: dict[str, list[float]] = {n: [] for n in [*stores, "baseline"]}
-    e2e_ms: dict[str, list[float]] = {n: [] for n in [*stores, "baseline"]}
+    others = ["baseline", *(["txtai"] if peer is not None else [])]
+    search_ms: dict[str, list[float]] = {n: [] for n in [*stores, *others]}
+    e2e_ms: dict[str, list[float]] = {n: [] for n in [*stores, *others]}
     parts_ms: dict[str, dict[str, list[float]]] = {n: {} for n in stores}
     stages: dict[str, dict[str, list[float]]] = {n: {} for n in stores}
-    overlap = dict.fromkeys(stores, 0)
+    overlap = dict.fromkeys([*stores, *others[1:]], 0)
     for i, q in enumerate(measured):
         qv = fast.embed_query(q)
         runs: list[tuple[str, Callable[[], Any]]] = [
             *((n, lambda q=q, r=r: r.search(q, mode="hybrid")) for n, r in retrievers.items()),
             ("baseline", lambda q=q, qv=qv: base.search(q, qv)),
         ]
+        if peer is not None:
+            runs.append(("txtai", lambda q=q: peer.search(q, fast.embed_query)))
         shift = i % len(runs)
         for name, fn in runs[shift:] + runs[:shift]:
             t0 = time.perf_counter()
@@ -253,6 +300,9 @@ def main() -> None:
             top_r = {h.chunk.id for h in retrievers[name].search(q, mode="hybrid").hits}
             overlap[name] += len(top_r & top_b)
         e2e_ms["baseline"].append(timed(lambda q=q: base.search(q, embedder.embed_query(q))))
+        if peer is not None:
+            e2e_ms["txtai"].append(timed(lambda q=q: peer.search(q, embedder.embed_query)))
+            overlap["txtai"] += len({c.id for c in peer.search(q, fast.embed_query)} & top_b)
         if i % 50 == 0:
             loads.append(load_average()[0])
     loads.append(load_average()[0])
@@ -277,7 +327,8 @@ def main() -> None:
         f"{settings.hybrid_keyword_weight}, top_k 10",
         "- search only = precomputed query vectors; the three paths rotate their order per "
         "query, so load drift hits them alike",
-        f"- the in-process mirror was built in {mirror_build_s:.1f} s (first search)",
+        f"- the in-process mirror was built in {mirror_build_s:.1f} s (first search)"
+        + (f"; txtai indexed in {txtai_build_s:.1f} s" if peer is not None else ""),
         "- top-10 overlap with the baseline: "
         + ", ".join(f"{k} {v / (10 * n):.2f}" for k, v in overlap.items())
         + " (the baseline's bm25s indexes title + text with its own analyser)",
@@ -291,7 +342,7 @@ def main() -> None:
         + "; ".join(
             f"{k} {ratio(search_ms[k], search_ms['baseline']):.2f} / "
             f"{ratio(e2e_ms[k], e2e_ms['baseline']):.2f}"
-            for k in stores
+            for k in [*stores, *others[1:]]
         )
         + ".",
         "",

@@ -217,8 +217,38 @@ class Settings(BaseSettings):
         200_000,
         ge=0,
         description=(
-            "LanceDB mirror: up to this many chunks, their columns stay in memory too, so "
-            "the returned hits' rows are not read from disk (≈ 4 ms less per search)."
+            "LanceDB mirror: up to this many chunks, their columns and float32 vectors stay "
+            "in memory too, so the returned hits' rows are not read from disk (≈ 4 ms less "
+            "per search); above it the vectors are int8 codes + float16 unit rows."
+        ),
+    )
+    lance_int8_rows: int = Field(
+        0,
+        ge=0,
+        description=(
+            "LanceDB mirror: from this many chunks on, vector search scans int8 codes "
+            "(a quarter of float32's bytes) and re-scores the best candidates exactly; "
+            "below it, one float32 matrix product. 0: always (faster from SciFact's 9k "
+            "chunks on, same top-200; benchmarks/results/search_core.md, section 5)."
+        ),
+    )
+    lance_int8_rerank: int = Field(
+        2,
+        ge=1,
+        le=50,
+        description=(
+            "LanceDB mirror: int8 vector candidates re-scored exactly, as a multiple of k "
+            "(2: recall of the exact top-200 was 1.0 on SciFact and synthetic 100k/1M)."
+        ),
+    )
+    lance_int8_threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description=(
+            "LanceDB mirror: threads of one int8 vector scan (1: at 1M rows on 2 busy "
+            "cores, 2 threads took 58 ms against 32–47 ms; concurrent searches use the "
+            "cores already)."
         ),
     )
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
+from ragline.retrieve.fusion import (
+    Scored,
+    reciprocal_rank_fusion,
+    weighted_fusion,
+    weighted_pairs,
+    weighted_scored,
+)
 from ragline.types import Hit
 
 HitFactory = Callable[..., Hit]
@@ -202,3 +209,26 @@ def test_rrf_tie_goes_to_the_relatively_stronger_hit(make_hit: Any) -> None:
     fused = reciprocal_rank_fusion([vector, keyword], k=60)
     assert fused[0].score == pytest.approx(fused[1].score)
     assert [h.chunk.id for h in fused] == ["b", "a"]
+
+
+@pytest.mark.parametrize("limit", [None, 0, 1, 10, 500])
+def test_weighted_pairs_is_weighted_scored_on_pairs(limit: int | None) -> None:
+    """The pair-based fast path ranks, scores and ranks-numbers exactly like
+    weighted_scored, ties and duplicate ids included, cut to ``limit``."""
+    rng = random.Random(3)
+    for trial in range(30):
+        ids = [f"c{i}" for i in range(60)]
+        vector = [(rng.choice(ids), round(rng.uniform(0, 1), 1)) for _ in range(40)]
+        keyword = [(rng.choice(ids), float(rng.randint(0, 5))) for _ in range(40)]
+        if trial == 0:
+            vector = []
+        vs = [Scored(i, s, vector_score=s) for i, s in vector]
+        ks = [Scored(i, s, keyword_score=s) for i, s in keyword]
+        want = weighted_scored(vs, ks, 0.4, 0.6)
+        got = weighted_pairs(vector, keyword, 0.4, 0.6, limit)
+        assert got == want[: len(want) if limit is None else limit]
+
+
+def test_weighted_pairs_rejects_non_finite_scores() -> None:
+    with pytest.raises(ValueError, match="keyword_hits: hit 'b'"):
+        weighted_pairs([("a", 0.5)], [("b", math.nan)])

@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from tests.store.contract import make_chunk
 
 from ragline.store.bm25 import (
@@ -17,7 +18,7 @@ from ragline.store.bm25 import (
     query_counts,
     tokenize,
 )
-from ragline.store.keyword_index import KeywordIndex
+from ragline.store.keyword_index import KeywordIndex, compact, stacked_csc
 from ragline.store.vector_index import top_k
 from ragline.types import Chunk
 
@@ -97,3 +98,32 @@ def test_top_k_orders_by_score_then_position_and_respects_the_mask() -> None:
     allowed = np.array([True, False, True, False, True, True])
     assert top_k(scores, 2, allowed & (scores > 0)).tolist() == [0, 2]
     assert top_k(scores, 0, None).tolist() == []
+
+
+def test_stacked_csc_is_vstack_of_the_old_rows_and_the_new_postings() -> None:
+    rng = np.random.default_rng(6)
+    old = sp.csc_array(sp.random(40, 7, density=0.3, random_state=1, dtype=np.float32))
+    width, added = 12, 90
+    dense = np.zeros((added, width), np.float32)
+    starts: list[int] = []
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    for start in range(0, added, 25):  # batches of new rows, row numbers ascending
+        r, c = np.nonzero(rng.random((min(25, added - start), width)) < 0.2)
+        v = rng.integers(1, 5, len(r)).astype(np.float32)
+        dense[r + start, c] = v
+        starts.append(start)
+        rows.append(r.astype(np.uint16))
+        cols.append(c.astype(np.int32))
+        vals.append(v)
+    got = stacked_csc(old, starts, rows, cols, vals, added, width)
+    want = np.vstack([np.pad(old.toarray(), ((0, 0), (0, width - 7))), dense])
+    np.testing.assert_array_equal(got.toarray(), want)
+    assert got.has_canonical_format and rows == [] and cols == []
+
+
+def test_counts_are_kept_compact_unless_they_do_not_fit() -> None:
+    assert compact([1, 3, 65535]).dtype == np.uint16
+    big = compact([1, 70000])
+    assert big.dtype == np.float32 and big.tolist() == [1.0, 70000.0]

@@ -24,10 +24,12 @@ TEXTS = [
 ]
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> tuple[LanceStore, LanceStore]:
-    """The same index opened with the mirror and with LanceDB's own queries."""
-    mirrored = LanceStore(tmp_path / "index", dimension=DIM)
+@pytest.fixture(params=["float32", "int8"])
+def pair(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[LanceStore, LanceStore]:
+    """The same index opened with the mirror (float32 vectors, or int8 codes + rerank)
+    and with LanceDB's own queries."""
+    int8_rows = 0 if request.param == "int8" else 1_000_000
+    mirrored = LanceStore(tmp_path / "index", dimension=DIM, int8_rows=int8_rows)
     plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
     write(mirrored, "a", TEXTS, seed=1)
     write(mirrored, "b", TEXTS[:3], seed=2, tenant="other", title="Other Notes")
@@ -91,6 +93,26 @@ def test_rows_come_from_disk_above_the_memory_limit(tmp_path: Path) -> None:
     got = small.chunks_with_vectors(["acme/a/3", "acme/a/0"])
     assert [got[i][0].text for i in ("acme/a/0", "acme/a/3")] == [TEXTS[0], TEXTS[3]]
     np.testing.assert_allclose(got["acme/a/3"][1], vecs[3], rtol=1e-6)
+
+
+def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(tmp_path: Path) -> None:
+    """Past ``memory_rows`` the mirror keeps int8 codes + float16 rows: the next refresh
+    reads every row again in that layout, and the ranking stays LanceDB's."""
+    store = LanceStore(tmp_path / "index", dimension=DIM, memory_rows=5, int8_rows=10)
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    write(store, "a", TEXTS, seed=1)
+    q = unit(np.random.default_rng(8), 1)[0]
+    store.vector_candidates(q, 3)
+    snap = store._mirror._snapshot  # type: ignore[union-attr]
+    assert snap is not None and snap.vectors.layout.float32 and not snap.vectors.layout.int8
+    write(store, "b", TEXTS, seed=2)
+    got = store.vector_candidates(q, 6)
+    snap = store._mirror._snapshot  # type: ignore[union-attr]
+    assert snap is not None and snap.rows == 10 and snap.vectors.codes is not None
+    assert snap.vectors.matrix is None and snap.table_rows is None
+    want = plain.vector_candidates(q, 6)
+    assert [i for i, _ in got] == [i for i, _ in want]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=2e-3)
 
 
 def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(

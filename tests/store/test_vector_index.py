@@ -1,10 +1,12 @@
-"""VectorIndex: exact cosine top-k, the same ranking as a brute-force scan."""
+"""VectorIndex: the same ranking as a brute-force cosine scan, in every layout (float32,
+int8 codes + float32 or float16 rerank)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from ragline.store.vector_index import VectorIndex
+from ragline.store.vector_index import VectorIndex, VectorLayout, layout_for, quantise
 
 
 def test_search_is_the_exact_cosine_ranking_under_a_mask() -> None:
@@ -31,8 +33,102 @@ def test_zero_vectors_and_zero_queries_have_no_cosine() -> None:
     assert rows.tolist() == []
 
 
+@pytest.mark.parametrize("layout", [VectorLayout(True, False), VectorLayout(False, True)])
+def test_an_empty_index_finds_nothing(layout: VectorLayout) -> None:
+    rows, sims = VectorIndex.empty(4, layout).search(np.ones(4, np.float32), 5, None)
+    assert rows.tolist() == [] and sims.tolist() == []
+
+
 def test_kept_drops_rows() -> None:
     index = VectorIndex.empty(2).appended(np.array([[1, 0], [0, 1], [1, 1]], np.float32))
     kept = index.kept(np.array([0, 2]))
     rows, _ = kept.search(np.array([0, 1], np.float32), 5, None)
     assert rows.tolist() == [1, 0]
+
+
+def _clustered(rows: int, dim: int, seed: int) -> np.ndarray:
+    """Vectors around 50 centres, like embeddings of a corpus (near neighbours exist)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((50, dim)).astype(np.float32)
+    noise = rng.standard_normal((rows, dim)).astype(np.float32) * 0.4
+    out: np.ndarray = centres[rng.integers(0, 50, rows)] + noise
+    return out
+
+
+def _exact(vectors: np.ndarray, q: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cos = unit @ (q / np.linalg.norm(q))
+    pos = np.arange(len(vectors)) if allowed is None else np.flatnonzero(allowed)
+    return pos[np.argsort(-cos[pos], kind="stable")][:k]
+
+
+def test_quantise_keeps_each_row_within_half_a_step() -> None:
+    rng = np.random.default_rng(1)
+    units = rng.standard_normal((100, 32)).astype(np.float32)
+    units[7] = 0
+    codes, step = quantise(units)
+    assert codes.dtype == np.int8 and np.abs(codes.astype(int)).max() == 127
+    assert step[7] == 0 and not codes[7].any()
+    err = np.abs(codes * step[:, None] - units)
+    assert (err <= step[:, None] / 2 + 1e-6).all()
+
+
+@pytest.mark.parametrize(("float32", "threads"), [(True, 1), (False, 1), (True, 2)])
+def test_int8_scan_with_rerank_finds_the_exact_top_k(float32: bool, threads: int) -> None:
+    vectors = _clustered(5000, 64, 2)
+    layout = VectorLayout(float32=float32, int8=True, rerank=2, threads=threads)
+    index = VectorIndex.of(vectors, layout)
+    assert index.codes is not None and (index.matrix is not None) == float32
+    rng = np.random.default_rng(3)
+    allowed = rng.random(5000) < 0.5
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for i in range(20):
+        q = vectors[i * 100] + rng.standard_normal(64).astype(np.float32)
+        mask = allowed if i % 2 else None
+        rows, sims = index.search(q, 50, mask)
+        want = _exact(vectors, q, mask, 50)
+        cos = unit[rows] @ (q / np.linalg.norm(q))
+        if float32:
+            assert rows.tolist() == want.tolist()
+            np.testing.assert_allclose(sims, cos, rtol=1e-5)
+        else:  # float16 rows: near-ties may swap, nothing far from the exact top-k enters
+            assert len(set(rows.tolist()) & set(want.tolist())) >= 49
+            np.testing.assert_allclose(sims, cos, atol=2e-3)
+            assert (np.diff(sims) <= 0).all()
+
+
+def test_a_rerank_that_covers_every_row_is_the_float32_ranking() -> None:
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((300, 8)).astype(np.float32)
+    q = rng.standard_normal(8).astype(np.float32)
+    exact = VectorIndex.of(vectors)
+    coded = VectorIndex.of(vectors, VectorLayout(float32=True, int8=True, rerank=30))
+    a, sa = exact.search(q, 10, None)
+    b, sb = coded.search(q, 10, None)
+    assert a.tolist() == b.tolist()
+    np.testing.assert_allclose(sa, sb, rtol=1e-6)
+
+
+def test_kept_and_appended_rows_search_like_a_fresh_build() -> None:
+    vectors = _clustered(1200, 32, 5)
+    vectors[10] = 0  # a zero vector is never returned, in any layout
+    layout = VectorLayout(float32=False, int8=True, rerank=2)
+    keep = np.arange(0, 1200, 3)
+    built = VectorIndex.of(vectors[:600], layout).appended(vectors[600:]).kept(keep)
+    fresh = VectorIndex.of(vectors[keep], layout)
+    q = vectors[99]
+    rows, sims = built.search(q, 30, None)
+    want_rows, want_sims = fresh.search(q, 30, None)
+    assert rows.tolist() == want_rows.tolist()
+    np.testing.assert_array_equal(sims, want_sims)
+    everything, _ = VectorIndex.of(vectors, layout).search(q, 1200, None)
+    assert 10 not in everything.tolist() and len(everything) == 1199
+
+
+def test_layouts_follow_the_row_limits() -> None:
+    assert layout_for(10, 100, 50, 2) == VectorLayout(True, False, 2)
+    assert layout_for(60, 100, 50, 2) == VectorLayout(True, True, 2)
+    assert layout_for(101, 100, 500, 3) == VectorLayout(False, True, 3)
+    assert layout_for(101, 100, 500, 3, threads=2) == VectorLayout(False, True, 3, 2)
+    with pytest.raises(ValueError, match="float32"):
+        VectorIndex.of(np.ones((2, 2), np.float32), VectorLayout(False, True)).raw(np.array([0]))

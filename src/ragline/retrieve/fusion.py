@@ -16,6 +16,7 @@ the chunk id.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -181,6 +182,57 @@ def weighted_scored(
             seen.add(item.id)
             _absorb(entries, item, rank, weight * norm[item.id])
     return _ranked(entries)
+
+
+def weighted_pairs(
+    vector: Sequence[tuple[str, float]],
+    keyword: Sequence[tuple[str, float]],
+    vector_weight: float = 0.4,
+    keyword_weight: float = 0.6,
+    limit: int | None = None,
+) -> list[Fused]:
+    """:func:`weighted_scored` (min-max) on (id, score) pairs, the first ``limit`` of
+    the ranking only (all when None): the same scores, order and ranks, without an
+    object per candidate, since a search fuses 2 × 200 candidates to keep 10
+    (0.7 ms → benchmarks/results/search_core.md, section 5)."""
+    _check_weight("vector_weight", vector_weight)
+    _check_weight("keyword_weight", keyword_weight)
+    raw_v = _first_scores(vector, "vector_hits")
+    raw_k = _first_scores(keyword, "keyword_hits")
+    fused: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for pairs, raw, weight in ((vector, raw_v, vector_weight), (keyword, raw_k, keyword_weight)):
+        norm = _minmax(raw)
+        seen: set[str] = set()
+        for rank, (cid, _) in enumerate(pairs, start=1):
+            if cid in seen:
+                continue
+            seen.add(cid)
+            part = weight * norm[cid]
+            fused[cid] = fused[cid] + part if cid in fused else part
+            if rank < best.get(cid, rank + 1):
+                best[cid] = rank
+
+    keys = [(-score, best[cid], cid) for cid, score in fused.items()]
+    if limit is not None and limit < len(keys):
+        keys = heapq.nsmallest(max(limit, 0), keys)
+    else:
+        keys.sort()
+    return [
+        Fused(cid, fused[cid], r, raw_v.get(cid), raw_k.get(cid))
+        for r, (_, _, cid) in enumerate(keys, start=1)
+    ]
+
+
+def _first_scores(pairs: Sequence[tuple[str, float]], name: str) -> dict[str, float]:
+    """Each id's first score, in list order (finite, or a ValueError naming ``name``)."""
+    out: dict[str, float] = {}
+    for cid, score in pairs:
+        if cid not in out:
+            if not math.isfinite(score):
+                raise ValueError(f"{name}: hit {cid!r} has a non-finite score {score!r}")
+            out[cid] = score
+    return out
 
 
 # ------------------------------------------------------------- on Hit lists

@@ -92,6 +92,9 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
         ann_refine_factor=settings.ann_refine_factor,
         memory_index=settings.lance_memory_index,
         memory_rows=settings.lance_memory_rows,
+        int8_rows=settings.lance_int8_rows,
+        int8_rerank=settings.lance_int8_rerank,
+        int8_threads=settings.lance_int8_threads,
     )
 
 

@@ -36,6 +36,66 @@ def _field_norms(lengths: FloatArray, k1: float, b: float) -> tuple[int, FloatAr
     return n, np.full(lengths.shape, k1 * (1.0 - b))
 
 
+def compact(values: Sequence[int]) -> npt.NDArray[np.uint16] | npt.NDArray[np.float32]:
+    """Term counts (or in-batch row numbers) as uint16 when they fit, else float32."""
+    a = np.asarray(values, dtype=np.int64)
+    return a.astype(np.uint16) if not len(a) or int(a.max()) <= 0xFFFF else a.astype(np.float32)
+
+
+def stacked_csc(
+    old: sp.csc_array,
+    starts: list[int],
+    rows: list[npt.NDArray[np.generic]],
+    cols: list[npt.NDArray[np.int32]],
+    vals: list[npt.NDArray[np.generic]],
+    added: int,
+    width: int,
+) -> sp.csc_array:
+    """``old``'s rows, then ``added`` new ones given as per-batch postings: batch j's
+    rows are numbered from 0 (ascending) and start at new row ``starts[j]``; the
+    result is one ``width``-column CSC matrix (term counts uint16 when they fit).
+
+    A counting sort writes every posting once into the final arrays, and each batch's
+    lists are dropped as soon as they are placed: peak memory is the compact lists
+    plus the result, where COO → CSC and ``vstack`` held several copies (1M chunks:
+    3.4 GiB peak RSS before, see benchmarks/results/search_core.md, section 5)."""
+    old_counts = np.zeros(width, np.int64)
+    old_counts[: old.shape[1]] = np.diff(old.indptr)
+    counts = old_counts.copy()
+    for c in cols:
+        counts += np.bincount(c, minlength=width)
+    nnz = int(counts.sum())
+    index = np.int32 if max(nnz, old.shape[0] + added) < 2**31 else np.int64
+    indptr = np.zeros(width + 1, index)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(nnz, index)
+    data = np.empty(nnz, np.result_type(old.data.dtype, *(v.dtype for v in vals)))
+    fill = indptr[:-1].astype(np.int64)
+    if old.nnz:  # old postings first in each column, in their order
+        col_of = np.repeat(np.arange(width), old_counts)
+        dest = (
+            fill[col_of]
+            + np.arange(old.nnz)
+            - np.repeat(old.indptr[:-1], old_counts[: old.shape[1]])
+        )
+        indices[dest] = old.indices
+        data[dest] = old.data
+        fill += old_counts
+    offset = old.shape[0]
+    for batches in (starts, rows, cols, vals):
+        batches.reverse()  # pop() takes the batches in order
+    while cols:
+        start, c, r, v = starts.pop(), cols.pop(), rows.pop(), vals.pop()
+        order = np.argsort(c, kind="stable")  # rows stay ascending within a column
+        c = c[order]
+        per_col = np.bincount(c, minlength=width)
+        dest = fill[c] + np.arange(len(c)) - (np.cumsum(per_col) - per_col)[c]
+        indices[dest] = r[order].astype(index) + (offset + start)
+        data[dest] = v[order]
+        fill += per_col
+    return sp.csc_array((data, indices, indptr), shape=(offset + added, width))
+
+
 class KeywordIndex:
     """Term frequencies and field lengths of a set of rows (row i = the i-th chunk)."""
 
@@ -62,7 +122,7 @@ class KeywordIndex:
         fields = len(KEYWORD_FIELDS)
         return cls(
             {},
-            [sp.csc_array((0, 0), dtype=np.float32) for _ in range(fields)],
+            [sp.csc_array((0, 0), dtype=np.uint16) for _ in range(fields)],
             [np.zeros(0) for _ in range(fields)],
             k1,
             b,
@@ -83,9 +143,10 @@ class KeywordIndex:
         numpy arrays at once, so memory holds one batch of Python objects at a time."""
         vocab = dict(self.vocab)
         fields = len(KEYWORD_FIELDS)
-        rows_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
+        starts: list[int] = []
+        rows_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.generic]]]
         cols_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.int32]]]
-        vals_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.float32]]]
+        vals_at = [[] for _ in range(fields)]  # type: list[list[npt.NDArray[np.generic]]]
         lengths: list[list[FloatArray]] = [[dl] for dl in self.lengths]
         added = 0
         for terms in batches:
@@ -101,31 +162,22 @@ class KeywordIndex:
                         col = vocab.get(term)
                         if col is None:
                             col = vocab[term] = len(vocab)
-                        rows.append(added + i)
+                        rows.append(i)
                         cols.append(col)
                         vals.append(count)
-                rows_at[f].append(np.asarray(rows, np.int32))
+                rows_at[f].append(compact(rows))
                 cols_at[f].append(np.asarray(cols, np.int32))
-                vals_at[f].append(np.asarray(vals, np.float32))
+                vals_at[f].append(compact(vals))
                 lengths[f].append(dl)
+            starts.append(added)
             added += len(terms)
         if not added:
             return self
         width = len(vocab)
-        matrices: list[sp.csc_array] = []
-        for f, old in enumerate(self.tf):
-            widened = sp.csc_array(
-                (old.data, old.indices, np.pad(old.indptr, (0, width - old.shape[1]), "edge")),
-                shape=(old.shape[0], width),
-            )
-            new = sp.csc_array(
-                (
-                    np.concatenate(vals_at[f]),
-                    (np.concatenate(rows_at[f]), np.concatenate(cols_at[f])),
-                ),
-                shape=(added, width),
-            )
-            matrices.append(sp.csc_array(sp.vstack([widened, new], format="csc")))
+        matrices = [
+            stacked_csc(old, list(starts), rows_at[f], cols_at[f], vals_at[f], added, width)
+            for f, old in enumerate(self.tf)
+        ]
         return KeywordIndex(
             vocab, matrices, [np.concatenate(dl) for dl in lengths], self.k1, self.b
         )
@@ -145,26 +197,36 @@ class KeywordIndex:
     def scores(self, query: Mapping[str, int], boosts: Sequence[float]) -> FloatArray:
         """Each row's BM25 score for the query's term counts: the best boosted field
         (0 where no field matches). ``boosts`` follow :data:`bm25.KEYWORD_FIELDS`."""
-        best = np.zeros(self.rows)
+        best: FloatArray | None = None
         cols = [(self.vocab[t], c) for t, c in query.items() if t in self.vocab]
-        if not cols:
-            return best
         for f, boost in enumerate(boosts):
-            if boost <= 0:
+            if boost <= 0 or not cols:
                 continue
             m, n, norm = self.tf[f], self._n[f], self._norms[f]
-            acc = np.zeros(self.rows)
-            hit = False
+            acc: FloatArray | None = None
             for col, count in cols:
                 lo, hi = int(m.indptr[col]), int(m.indptr[col + 1])
                 if lo == hi:
                     continue
                 rows = m.indices[lo:hi]
-                tf = m.data[lo:hi].astype(np.float64)
+                tf = m.data[lo:hi]
                 df = hi - lo
                 idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                acc[rows] += count * idf * (self.k1 + 1.0) * tf / (tf + norm[rows])
-                hit = True
-            if hit:
-                np.maximum(best, boost * acc, out=best)
-        return best
+                # tf / (tf + norm) · count · idf · (k1 + 1), in one temporary (the
+                # postings of a common term at 1M rows are most of a search's time)
+                part = norm[rows]
+                part += tf
+                np.divide(tf, part, out=part)
+                part *= count * idf * (self.k1 + 1.0)
+                if acc is None:
+                    acc = np.zeros(self.rows)
+                acc[rows] += part
+            if acc is None:
+                continue
+            if boost != 1.0:
+                acc *= boost
+            if best is None:
+                best = acc
+            else:
+                np.maximum(best, acc, out=best)
+        return np.zeros(self.rows) if best is None else best

@@ -480,6 +480,9 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         ann_refine_factor: int = 2,
         memory_index: bool = True,
         memory_rows: int = 200_000,
+        int8_rows: int = 0,
+        int8_rerank: int = 2,
+        int8_threads: int = 1,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -501,7 +504,11 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         self._dimension = dimension
         #: In-process indexes mirroring the table (lance_memory); None: LanceDB's own.
         self._mirror = (
-            LanceMirror(dimension, _run, self._open_at, memory_rows) if memory_index else None
+            LanceMirror(
+                dimension, _run, self._open_at, memory_rows, int8_rows, int8_rerank, int8_threads
+            )
+            if memory_index
+            else None
         )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -893,8 +900,10 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             return []
         scores = snap.keywords.scores(counts, (b.title, b.headings, b.text))
         allowed = self._mirror.mask(snap, pred)
-        live = scores > 0 if allowed is None else (scores > 0) & allowed
-        rows = top_k(scores, k, live)
+        # BM25 scores are ≥ 0, so the matching rows rank first: cut the non-matching
+        # ones after the top-k instead of masking every row before it (1M rows: ms)
+        rows = top_k(scores, k, allowed)
+        rows = rows[scores[rows] > 0]
         return list(zip(snap.ids[rows].tolist(), scores[rows].tolist(), strict=True))
 
     # -- LanceDB's own queries
@@ -972,6 +981,13 @@ class LanceStore(SearchDefaults, ClosesOnExit):
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         """Stored chunks with each chunk's stored vector, in the same read."""
+        snap = self._mirrored() if ids else None
+        if snap is not None and snap.table_rows is not None:  # all in memory: no Arrow vectors
+            at = np.asarray(
+                [snap.position[i] for i in dict.fromkeys(ids) if i in snap.position], np.int64
+            )
+            chunks = arrow_to_chunks(snap.table_rows.take(at))
+            return {c.id: (c, v) for c, v in zip(chunks, snap.vectors.raw(at), strict=True)}
         rows = self._rows_for(ids, [*CHUNK_COLUMNS, "vector"])
         if rows is None:
             return {}

@@ -2,8 +2,10 @@
 
 LanceDB stays the source of truth (crash safety, atomic swaps, other processes'
 writes); this module keeps what a search needs in memory, built from the table's
-rows: the vectors as a unit-length float32 matrix (exact cosine by one matmul) and
-BM25 postings from ragline's own analyser (:mod:`ragline.store.keyword_index`).
+rows: the vectors (:mod:`ragline.store.vector_index`: int8 codes scanned first and
+the best candidates re-scored from float32 rows, or float16 unit rows above
+``keep_rows``) and BM25 postings from ragline's own analyser
+(:mod:`ragline.store.keyword_index`).
 
 Freshness: every search first asks the table for its version (≈ 0.1 ms; the
 connection checks the latest manifest on each read). When it moved, the mirror
@@ -41,7 +43,14 @@ from lancedb.table import AsyncTable
 from ragline.store.base import CHUNK_COLUMNS
 from ragline.store.bm25 import FieldTerms, chunk_terms
 from ragline.store.keyword_index import KeywordIndex
-from ragline.store.vector_index import BoolArray, IntArray, VectorIndex
+from ragline.store.vector_index import (
+    BoolArray,
+    IntArray,
+    VectorIndex,
+    VectorIndexBuilder,
+    VectorLayout,
+    layout_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,7 @@ BACKGROUND_ROWS = 20_000
 REFRESH_BATCH = 8192
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
+_UNCACHED = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,31 +109,31 @@ def build_snapshot(
     new_batches: Iterable[pa.Table],
     dimension: int,
     keep_rows: int,
+    layout: VectorLayout | None = None,
 ) -> Snapshot:
     """``old`` minus the rows whose row id is not in ``rowids``, plus the rows of
     ``new_batches`` (chunk columns, ``vector`` and ``_rowid``), analysed one batch at
     a time. The chunk columns stay in memory while the snapshot has at most
-    ``keep_rows`` rows."""
+    ``keep_rows`` rows; the vectors are kept as ``layout`` says (``old``'s layout must
+    be the same; default: float32 only)."""
     from ragline.store.lance import arrow_to_chunks, arrow_vectors
 
+    vectors = VectorIndexBuilder(len(rowids), dimension, layout or VectorLayout(True, False))
     if old is None:
-        keywords, vecs = KeywordIndex.empty(), VectorIndex.empty(dimension)
+        keywords = KeywordIndex.empty()
         kept_rowids = np.zeros(0, np.uint64)
         kept_ids = np.zeros(0, dtype=object)
         kept_table: pa.Table | None = None
     else:
         keep = np.flatnonzero(np.isin(old.rowids, rowids)).astype(np.int64)
-        keywords, vecs = old.keywords.kept(keep), old.vectors.kept(keep)
+        keywords = old.keywords.kept(keep)
+        vectors.add_kept(old.vectors, keep)  # each vector written once, into its final place
         kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
         kept_table = old.table_rows.take(keep) if old.table_rows is not None else None
     keeping = len(rowids) <= keep_rows and (old is None or kept_table is not None)
     tables: list[pa.Table] = [] if kept_table is None else [kept_table]
     new_rowids: list[npt.NDArray[np.uint64]] = []
     new_ids: list[npt.NDArray[np.object_]] = []
-    # every vector written once into its final place (no concatenated copies)
-    matrix = np.empty((len(rowids), dimension), np.float32)
-    matrix[: vecs.rows] = vecs.matrix
-    filled = vecs.rows
 
     def analysed() -> Iterator[list[Mapping[str, FieldTerms]]]:
         for batch in new_batches:
@@ -131,9 +141,7 @@ def build_snapshot(
             ids = np.empty(batch.num_rows, dtype=object)
             ids[:] = batch.column("id").to_pylist()
             new_ids.append(ids)
-            nonlocal filled
-            matrix[filled : filled + batch.num_rows] = arrow_vectors(batch, dimension)
-            filled += batch.num_rows
+            vectors.add(arrow_vectors(batch, dimension))
             if keeping:
                 tables.append(batch.select(list(CHUNK_COLUMNS)))
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
@@ -148,7 +156,7 @@ def build_snapshot(
         handle=handle,
         rowids=all_rowids,
         ids=all_ids,
-        vectors=VectorIndex.of(matrix[:filled]),
+        vectors=vectors.done(),
         keywords=keywords,
         by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
         position={i: n for n, i in enumerate(all_ids.tolist())},
@@ -181,13 +189,25 @@ class LanceMirror:
     bridge); the mirror's own locking happens outside the loop, in the caller's
     thread, so a refresh never blocks the loop other queries run on."""
 
-    def __init__(self, dimension: int, run: Run, open_at: OpenAt, keep_rows: int) -> None:
+    def __init__(
+        self,
+        dimension: int,
+        run: Run,
+        open_at: OpenAt,
+        keep_rows: int,
+        int8_rows: int = 0,
+        rerank: int = 2,
+        threads: int = 1,
+    ) -> None:
         self.dimension = dimension
         self.keep_rows = keep_rows
+        self.int8_rows = int8_rows
+        self.rerank = rerank
+        self.threads = threads
         self._run = run
         self._open_at = open_at
         self._snapshot: Snapshot | None = None
-        self._masks: OrderedDict[tuple[str, int, str], BoolArray] = OrderedDict()
+        self._masks: OrderedDict[tuple[str, int, str], BoolArray | None] = OrderedDict()
         self._lock = threading.Lock()
         self._building: threading.Thread | None = None
 
@@ -233,7 +253,7 @@ class LanceMirror:
                 return snap
             if dimension != self.dimension or (snap is not None and snap.table != name):
                 snap, self.dimension = None, dimension
-            handle, rowids, fresh = self._diff(name, version, snap)
+            handle, rowids, fresh, snap = self._diff(name, version, snap)
             if wait or len(fresh) <= BACKGROUND_ROWS:
                 done = self._refresh(name, version, snap, handle, rowids, fresh)
                 return self._install(replace(done, stamp=stamp))
@@ -258,15 +278,24 @@ class LanceMirror:
         self._masks.clear()
         return snap
 
+    def layout(self, rows: int) -> VectorLayout:
+        """How a snapshot of ``rows`` rows keeps its vectors (float32 while its chunk
+        columns stay in memory too, int8 codes from ``int8_rows`` rows on)."""
+        return layout_for(rows, self.keep_rows, self.int8_rows, self.rerank, self.threads)
+
     def _diff(
         self, name: str, version: int, old: Snapshot | None
-    ) -> tuple[AsyncTable, npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-        """(handle pinned to ``version``, its row ids, the row ids ``old`` lacks)."""
+    ) -> tuple[AsyncTable, npt.NDArray[np.uint64], npt.NDArray[np.uint64], Snapshot | None]:
+        """(handle pinned to ``version``, its row ids, the row ids to read, the snapshot
+        to build on: ``old``, or None when the row count moved it to another layout, so
+        every row is read again)."""
         handle: AsyncTable = self._run(self._open_at(name, version))
         keys = self._run(handle.query().select([]).with_row_id().to_arrow())
         rowids = keys.column("_rowid").to_numpy().astype(np.uint64)
+        if old is not None and old.vectors.layout != self.layout(len(rowids)):
+            old = None
         fresh = rowids if old is None else rowids[~np.isin(rowids, old.rowids)]
-        return handle, rowids, fresh
+        return handle, rowids, fresh, old
 
     def _refresh(
         self,
@@ -288,21 +317,31 @@ class LanceMirror:
                 yield self._run(take.to_arrow())
 
         return build_snapshot(
-            old, name, version, handle, rowids, batches(), self.dimension, self.keep_rows
+            old,
+            name,
+            version,
+            handle,
+            rowids,
+            batches(),
+            self.dimension,
+            self.keep_rows,
+            self.layout(len(rowids)),
         )
 
     def mask(self, snap: Snapshot, predicate: str) -> BoolArray | None:
-        """Rows of ``snap`` that satisfy the SQL ``predicate`` (None: no predicate)."""
+        """Rows of ``snap`` that satisfy the SQL ``predicate``; None when every row does
+        (no predicate, or one tenant's table), which spares the top-k a gather."""
         if not predicate:
             return None
         key = (snap.table, snap.version, predicate)
-        found = self._masks.get(key)
-        if found is not None:
-            return found
+        cached = self._masks.get(key, _UNCACHED)
+        if cached is not _UNCACHED:
+            return cached  # type: ignore[return-value]
         query = snap.handle.query().where(predicate).select([]).with_row_id()
         rows = self._run(query.to_arrow())
-        mask = np.zeros(snap.rows, dtype=bool)
-        mask[snap.positions(rows.column("_rowid").to_numpy().astype(np.uint64))] = True
+        found = np.zeros(snap.rows, dtype=bool)
+        found[snap.positions(rows.column("_rowid").to_numpy().astype(np.uint64))] = True
+        mask = None if found.all() else found
         with self._lock:
             self._masks[key] = mask
             while len(self._masks) > MASK_CACHE:

@@ -1,24 +1,37 @@
-"""Exact cosine top-k over an in-memory float32 matrix, and the top-k selection both
-in-memory indexes share.
+"""Cosine top-k over the mirror's vectors, and the top-k selection both in-memory
+indexes share.
 
-Rows are L2-normalised once when added, so a query costs one matrix-vector product
-(BLAS) and an ``argpartition``: the exhaustive ranking, with the cosine LanceDB's
-``cosine`` distance gives (``1 − distance``). A zero vector has no cosine (LanceDB
-returns NaN for it) and is never returned. Immutable like
-:class:`~ragline.store.keyword_index.KeywordIndex`.
+Small tables keep the stored vectors as float32 and rank by one matrix-vector
+product (BLAS): the exhaustive ranking, with the cosine LanceDB's ``cosine``
+distance gives (``1 − distance``). Large tables scan int8 codes instead (a
+quarter of the bytes, SIMD integer dot products from ``simsimd``) and re-score
+the best ``rerank × k`` rows exactly, from the float32 rows or, above the
+float32 limit, from float16 unit rows (half the memory of float32; the
+re-scored cosine then differs from the float32 one by ≈ 1e-4). Codes are
+per-row: each unit row is scaled so its largest component is ±127, which needs
+no statistics over the whole table (a refresh quantises new rows alone) and
+gave the best recall of the schemes measured (benchmarks/results/search_core.md,
+section 5). A zero vector has no cosine (LanceDB returns NaN for it) and is
+never returned. Immutable like :class:`~ragline.store.keyword_index.KeywordIndex`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+import simsimd
 from threadpoolctl import ThreadpoolController
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+F32Array = npt.NDArray[np.float32]
+
+#: Largest int8 code magnitude (symmetric, so −code is always representable).
+CODE_MAX = 127.0
 
 
 @lru_cache(maxsize=1)
@@ -29,19 +42,23 @@ def _blas() -> ThreadpoolController:
 def top_k(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -> IntArray:
     """Positions of the ``k`` highest scores among ``allowed`` rows (all when None),
     best first; ties go to the lower position, also at the k-th place."""
-    idx = np.flatnonzero(allowed) if allowed is not None else np.arange(len(scores))
-    if k <= 0 or not len(idx):
+    idx = np.flatnonzero(allowed) if allowed is not None else None
+    s = scores if idx is None else scores[idx]
+    n = len(s)
+    if k <= 0 or not n:
         return np.zeros(0, dtype=np.int64)
-    if len(idx) > k:
-        s = scores[idx]
-        kth = -np.partition(-s, k - 1)[k - 1]  # the k-th highest score
-        above = idx[s > kth]
-        idx = np.concatenate([above, idx[s == kth][: k - len(above)]])
-    order = np.lexsort((idx, -scores[idx]))
-    return idx[order].astype(np.int64)
+    if n > k:
+        kth = np.partition(s, n - k)[n - k]  # the k-th highest score
+        above = np.flatnonzero(s > kth)
+        at = np.concatenate([above, np.flatnonzero(s == kth)[: k - len(above)]])
+    else:
+        at = np.arange(n)
+    at = at[np.lexsort((at, -s[at]))]
+    out: IntArray = (at if idx is None else idx[at]).astype(np.int64)
+    return out
 
 
-def inverse_norms(vectors: npt.NDArray[np.float32]) -> FloatArray:
+def inverse_norms(vectors: F32Array) -> FloatArray:
     """1 / L2 length of each row (0 for a zero row), accumulated in float64 without
     a float64 copy of the matrix."""
     norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
@@ -49,65 +66,221 @@ def inverse_norms(vectors: npt.NDArray[np.float32]) -> FloatArray:
     return out
 
 
+def quantise(units: F32Array) -> tuple[npt.NDArray[np.int8], F32Array]:
+    """Per-row int8 codes of unit rows and each row's step (row ≈ codes × step; a zero
+    row gets zero codes and step 0)."""
+    peak = np.abs(units).max(axis=1) if units.shape[1] else np.zeros(len(units), np.float32)
+    step = (peak / CODE_MAX).astype(np.float32)
+    safe = np.where(step > 0, step, 1.0).astype(np.float32)
+    codes = np.rint(units / safe[:, None]).clip(-CODE_MAX, CODE_MAX).astype(np.int8)
+    return codes, step
+
+
+@dataclass(frozen=True, slots=True)
+class VectorLayout:
+    """What an index keeps: float32 rows (exact scores, the stored vectors), int8 codes
+    scanned first, how many candidates per wanted row the codes pass on, and how many
+    threads scan the codes."""
+
+    float32: bool
+    int8: bool
+    rerank: int = 2
+    threads: int = 1
+
+
+def layout_for(
+    rows: int, float32_rows: int, int8_rows: int, rerank: int, threads: int = 1
+) -> VectorLayout:
+    """The layout for a table of ``rows``: float32 up to ``float32_rows`` rows, int8
+    codes from ``int8_rows`` rows on (always without float32)."""
+    f32 = rows <= float32_rows
+    return VectorLayout(f32, not f32 or rows >= int8_rows, rerank, threads)
+
+
 class VectorIndex:
-    """The stored vectors (row i = the i-th chunk) and their inverse lengths (0 for a
-    zero vector, which has no cosine)."""
+    """The stored vectors (row i = the i-th chunk) in the arrays its layout names, and
+    their inverse lengths (0 for a zero vector, which has no cosine)."""
 
-    __slots__ = ("inverse_norms", "matrix")
+    __slots__ = ("codes", "inverse_norms", "layout", "matrix", "steps", "units", "valid")
 
-    def __init__(self, matrix: npt.NDArray[np.float32], inverse_norms: FloatArray) -> None:
-        self.matrix = matrix
+    def __init__(
+        self,
+        layout: VectorLayout,
+        inverse_norms: FloatArray,
+        matrix: F32Array | None = None,
+        units: npt.NDArray[np.float16] | None = None,
+        codes: npt.NDArray[np.int8] | None = None,
+        steps: F32Array | None = None,
+    ) -> None:
+        self.layout = layout
         self.inverse_norms = inverse_norms
+        self.matrix = matrix  # float32 stored vectors (layout.float32)
+        self.units = units  # float16 unit rows (int8 without float32)
+        self.codes = codes
+        self.steps = steps
+        zero = inverse_norms == 0
+        self.valid: BoolArray | None = ~zero if zero.any() else None
 
     @classmethod
-    def empty(cls, dimension: int) -> VectorIndex:
-        return cls(np.zeros((0, dimension), np.float32), np.zeros(0))
+    def empty(cls, dimension: int, layout: VectorLayout | None = None) -> VectorIndex:
+        return VectorIndexBuilder(0, dimension, layout or VectorLayout(True, False)).done()
+
+    @classmethod
+    def of(cls, matrix: F32Array, layout: VectorLayout | None = None) -> VectorIndex:
+        """An index over the rows of ``matrix``."""
+        m = np.asarray(matrix, dtype=np.float32)
+        builder = VectorIndexBuilder(len(m), m.shape[1], layout or VectorLayout(True, False))
+        builder.add(m)
+        return builder.done()
 
     @property
     def rows(self) -> int:
-        return int(self.matrix.shape[0])
+        return int(self.inverse_norms.shape[0])
 
-    @classmethod
-    def of(cls, matrix: npt.NDArray[np.float32]) -> VectorIndex:
-        """An index over ``matrix`` itself (no copy when it is C-contiguous float32)."""
-        m = np.ascontiguousarray(matrix, dtype=np.float32)
-        return cls(m, inverse_norms(m))
+    @property
+    def dimension(self) -> int:
+        held = next(a for a in (self.matrix, self.units, self.codes) if a is not None)
+        return int(held.shape[1])
 
-    def appended(self, vectors: npt.NDArray[np.float32]) -> VectorIndex:
-        """This index plus ``vectors``."""
-        if not len(vectors):
-            return self
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.inverse_norms, self.matrix, self.units, self.codes, self.steps, self.valid)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def appended(self, vectors: F32Array) -> VectorIndex:
+        """This index plus ``vectors`` (same layout)."""
         v = np.asarray(vectors, dtype=np.float32)
-        return VectorIndex(
-            np.ascontiguousarray(np.concatenate([self.matrix, v])),
-            np.concatenate([self.inverse_norms, inverse_norms(v)]),
-        )
+        builder = VectorIndexBuilder(self.rows + len(v), self.dimension, self.layout)
+        builder.add_kept(self, np.arange(self.rows))
+        builder.add(v)
+        return builder.done()
 
     def kept(self, keep: IntArray) -> VectorIndex:
         """Only the rows at positions ``keep``."""
         if len(keep) == self.rows:
             return self
-        return VectorIndex(np.ascontiguousarray(self.matrix[keep]), self.inverse_norms[keep])
+        builder = VectorIndexBuilder(len(keep), self.dimension, self.layout)
+        builder.add_kept(self, keep)
+        return builder.done()
 
-    def raw(self, positions: IntArray) -> npt.NDArray[np.float32]:
-        """The stored vectors at ``positions``."""
-        out: npt.NDArray[np.float32] = self.matrix[positions]
+    def raw(self, positions: IntArray) -> F32Array:
+        """The stored vectors at ``positions`` (float32 layouts only)."""
+        if self.matrix is None:
+            raise ValueError("this vector index keeps no float32 rows")
+        out: F32Array = self.matrix[positions]
         return out
 
     def search(
-        self, query: npt.NDArray[np.float32], k: int, allowed: BoolArray | None
+        self, query: F32Array, k: int, allowed: BoolArray | None
     ) -> tuple[IntArray, FloatArray]:
         """(positions, cosines) of the ``k`` rows most similar to ``query`` (none for a
         zero query, which has no cosine to anything)."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         norm = float(np.linalg.norm(q))
-        if norm == 0:
+        if norm == 0 or k <= 0 or not self.rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        # One BLAS thread: a threaded matrix-vector product spin-waits for cores that
-        # concurrent searches (and other processes) hold; on 2 busy cores it took
-        # 35 ms p95 instead of 7 ms for 9k × 384 (benchmarks/results/profile.md).
-        with _blas().limit(limits=1, user_api="blas"):
-            sims = (self.matrix @ (q / norm)) * self.inverse_norms
-        valid = self.inverse_norms > 0
-        rows = top_k(sims, k, valid if allowed is None else valid & allowed)
-        return rows, sims[rows]
+        unit = q / np.float32(norm)
+        ok = (
+            self.valid
+            if allowed is None
+            else (allowed if self.valid is None else allowed & self.valid)
+        )
+        if self.codes is None:
+            sims = self._exact(unit, None)
+            rows = top_k(sims, k, ok)
+            return rows, sims[rows]
+        candidates = np.sort(top_k(self._approx(unit), k * self.layout.rerank, ok))
+        sims = self._exact(unit, candidates)
+        best = top_k(sims, k, None)
+        return candidates[best], sims[best]
+
+    def _approx(self, unit: F32Array) -> F32Array:
+        """Every row's approximate cosine, up to the query's constant scale."""
+        assert self.codes is not None and self.steps is not None
+        q8, _ = quantise(unit[None, :])
+        threads = self.layout.threads
+        dots = simsimd.cdist(q8, self.codes, metric="dot", out_dtype="float32", threads=threads)
+        approx: F32Array = np.asarray(dots).reshape(-1)
+        approx *= self.steps
+        return approx
+
+    def _exact(self, unit: F32Array, at: IntArray | None) -> FloatArray:
+        """Exact cosines of the rows ``at`` (all when None) to the unit query."""
+        inv = self.inverse_norms if at is None else self.inverse_norms[at]
+        if self.matrix is not None and at is not None:
+            # a few hundred rows: einsum, no BLAS (whose thread limit costs ≈ 0.1 ms to set)
+            part: FloatArray = np.einsum("ij,j->i", self.matrix[at], unit) * inv
+            return part
+        if self.matrix is not None:
+            # One BLAS thread: a threaded matrix-vector product spin-waits for cores that
+            # concurrent searches (and other processes) hold; on 2 busy cores it took
+            # 35 ms p95 instead of 7 ms for 9k × 384 (benchmarks/results/profile.md).
+            with _blas().limit(limits=1, user_api="blas"):
+                sims: FloatArray = (self.matrix @ unit) * inv
+            return sims
+        assert self.units is not None and at is not None
+        cos: FloatArray = np.einsum("ij,j->i", self.units[at].astype(np.float32), unit).astype(
+            np.float64
+        )
+        cos[inv == 0] = 0.0
+        return cos
+
+
+class VectorIndexBuilder:
+    """Fills a :class:`VectorIndex`'s arrays in place, batch by batch: memory holds the
+    final arrays and one batch, never a concatenated copy."""
+
+    def __init__(self, rows: int, dimension: int, layout: VectorLayout) -> None:
+        self.layout = layout
+        self.filled = 0
+        self.inverse_norms = np.zeros(rows)
+        self.matrix = np.empty((rows, dimension), np.float32) if layout.float32 else None
+        self.units = None if layout.float32 else np.empty((rows, dimension), np.float16)
+        self.codes = np.empty((rows, dimension), np.int8) if layout.int8 else None
+        self.steps = np.empty(rows, np.float32) if layout.int8 else None
+
+    def add_kept(self, old: VectorIndex, keep: IntArray) -> None:
+        """The rows of ``old`` (same layout) at positions ``keep``."""
+        if old.layout != self.layout:
+            raise ValueError("a vector index can only keep rows of its own layout")
+        a, b = self.filled, self.filled + len(keep)
+        np.take(old.inverse_norms, keep, out=self.inverse_norms[a:b])
+        for mine, theirs in ((self.matrix, old.matrix), (self.units, old.units)):
+            if mine is not None and theirs is not None:
+                np.take(theirs, keep, axis=0, out=mine[a:b])
+        if self.codes is not None and self.steps is not None:
+            assert old.codes is not None and old.steps is not None
+            np.take(old.codes, keep, axis=0, out=self.codes[a:b])
+            np.take(old.steps, keep, out=self.steps[a:b])
+        self.filled = b
+
+    def add(self, vectors: F32Array) -> None:
+        """New rows (stored vectors, any length)."""
+        v = np.asarray(vectors, dtype=np.float32)
+        a, b = self.filled, self.filled + len(v)
+        inv = inverse_norms(v)
+        self.inverse_norms[a:b] = inv
+        if self.matrix is not None:
+            self.matrix[a:b] = v
+        if self.units is not None or self.codes is not None:
+            units = (v * inv[:, None]).astype(np.float32)
+            if self.units is not None:
+                self.units[a:b] = units
+            if self.codes is not None and self.steps is not None:
+                self.codes[a:b], self.steps[a:b] = quantise(units)
+        self.filled = b
+
+    def done(self) -> VectorIndex:
+        n = self.filled
+
+        def cut(a: npt.NDArray[np.generic] | None) -> npt.NDArray[np.generic] | None:
+            return a if a is None or len(a) == n else a[:n]
+
+        return VectorIndex(
+            self.layout,
+            self.inverse_norms[:n],
+            cut(self.matrix),  # type: ignore[arg-type]
+            cut(self.units),  # type: ignore[arg-type]
+            cut(self.codes),  # type: ignore[arg-type]
+            cut(self.steps),  # type: ignore[arg-type]
+        )

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 13's embedded-search measurements in one go, for an idle machine: ragline's
+# in-process mirror next to the in-memory baseline and txtai (same process, same
+# query vectors, paths rotated query by query), search only and end to end, on
+# SciFact and on synthetic 10k / 100k / 1M indexes; /api/search throughput at 100k;
+# the mirror's peak RSS at 1M. Results go to benchmarks/results/core_*.md.
+#
+#   WORK=/tmp/prof EVAL_CACHE=/tmp/evalcache TXTAI_SITE=/tmp/txtai bash benchmarks/search_core_run.sh
+#
+# WORK holds the synthetic indexes (built on first use by profile_search.py, minutes
+# at 1M); EVAL_CACHE is `ragline eval --cache-dir`'s folder for SciFact (built by
+#   RAGLINE_EVAL_CACHE_DIR=$EVAL_CACHE ragline eval /work/shared/data/scifact --split train);
+# TXTAI_SITE a folder with txtai, not a ragline dependency:
+#   pip install --no-deps --target $TXTAI_SITE txtai==9.14.0 faiss-cpu==1.15.1 msgpack==1.1.2
+# (its other needs — torch, transformers — are in ragline's `st` extra).
+# txtai is left out at 1M (its index build takes most of an hour there).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+work="${WORK:?set WORK}"
+cache="${EVAL_CACHE:?set EVAL_CACHE}"
+results="$root/benchmarks/results"
+export OPENBLAS_NUM_THREADS=1
+export PYTHONPATH="$root/src:${TXTAI_SITE:?set TXTAI_SITE}${PYTHONPATH:+:$PYTHONPATH}"
+cd "$root/benchmarks"
+uptime
+python profile_search.py --cache-dir "$cache" --txtai --no-lancedb --out "$results/core_scifact.md"
+python profile_search.py --synthetic 10000 --work-dir "$work" --txtai --no-lancedb \
+  --queries 200 --out "$results/core_10000.md"
+python api_throughput.py "$work/scale-100000" --pool-index "$work/pool" --out "$results/core_api_100000.md"
+/usr/bin/time -v python mirror_memory.py "$work/scale-1000000" > "$results/core_memory_1000000.txt" 2>&1
+python profile_search.py --synthetic 100000 --work-dir "$work" --txtai --no-lancedb \
+  --queries 200 --out "$results/core_100000.md"
+python profile_search.py --synthetic 1000000 --work-dir "$work" --no-lancedb --queries 200 \
+  --out "$results/core_1000000.md"
+uptime
