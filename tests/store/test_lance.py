@@ -636,3 +636,35 @@ def test_ann_index_keeps_recall_above_095(tmp_path: Path) -> None:
     assert np.mean(recall) >= 0.95
     assert np.mean(recall_filtered) >= 0.95
     store.close()
+
+
+def test_two_processes_opening_one_fresh_index_both_succeed(tmp_path: Path) -> None:
+    """A server and an ingest started together on a new index race on its first
+    commits (table and index creation); LanceDB rejects the loser's commit as a
+    retryable conflict, which the store retries instead of failing the command."""
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from pathlib import Path
+        from ragline.store.lance import LanceStore
+        start = float(sys.argv[2])
+        while time.time() < start:
+            pass
+        LanceStore(Path(sys.argv[1]), dimension=384).close()
+        """
+    )
+    for attempt in range(3):
+        index = tmp_path / f"fresh-{attempt}"
+        start = str(time.time() + 3.0)  # both past their imports before they open
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(index), start],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err[-2000:]
+        assert LanceStore(index, dimension=384).count_chunks(None) == 0

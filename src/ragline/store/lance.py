@@ -130,6 +130,8 @@ _MAX_INDEX_SEGMENTS = 8
 _CLEANUP_AFTER = timedelta(minutes=1)
 #: Longest keyword query kept, in characters (BM25 over a whole page is noise).
 _MAX_QUERY_CHARS = 2000
+#: Tries to open a fresh index when another process is creating it at the same time.
+_OPEN_ATTEMPTS = 6
 
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
@@ -515,19 +517,33 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             self._db: AsyncConnection = _run(
                 lancedb.connect_async(self.path, read_consistency_interval=timedelta(0))
             )
-            with self._lock:
-                if not self._meta_path().is_file():
-                    table = _run(_open_or_create(self._db, CHUNKS_TABLE, chunk_schema(dimension)))
-                    _run(_ensure_indexes(table))
-                    _write_atomic(self._meta_path(), _Meta().to_json())
-                self._docs: AsyncTable = _run(
-                    _open_or_create(self._db, DOCUMENTS_TABLE, DOCUMENT_SCHEMA)
-                )
-                self._refresh()
+            for attempt in range(_OPEN_ATTEMPTS):
+                try:
+                    self._open_tables(dimension)
+                    break
+                except StoreError as exc:
+                    # Two processes creating one fresh index (a server and an ingest
+                    # started together) race on its first commits; LanceDB calls the
+                    # loser's commit retryable, and the retry finds the winner's tables.
+                    if "conflict" not in str(exc).lower() or attempt == _OPEN_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.05 * 2**attempt)
         except StoreError:
             raise
         except Exception as exc:
             raise StoreError(f"{self.path}: cannot open the index: {exc}") from exc
+
+    def _open_tables(self, dimension: int) -> None:
+        """Open the tables, creating them (and their indexes) in a fresh index."""
+        with self._lock:
+            if not self._meta_path().is_file():
+                table = _run(_open_or_create(self._db, CHUNKS_TABLE, chunk_schema(dimension)))
+                _run(_ensure_indexes(table))
+                _write_atomic(self._meta_path(), _Meta().to_json())
+            self._docs: AsyncTable = _run(
+                _open_or_create(self._db, DOCUMENTS_TABLE, DOCUMENT_SCHEMA)
+            )
+            self._refresh()
 
     @classmethod
     def open(cls, path: Path, **kwargs: Any) -> LanceStore:
