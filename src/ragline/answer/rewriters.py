@@ -79,11 +79,6 @@ def _sse_text(body: str) -> str:
 
 def _local_complete(generator: Any, max_tokens: int = REWRITE_MAX_TOKENS) -> Any:
     def complete(messages: list[dict[str, str]]) -> str:
-        llama = generator.load()
-        with generator._run_lock:  # one decode at a time on the shared model
-            out = llama.create_chat_completion(
-                messages=messages, max_tokens=max_tokens, temperature=0.0
-            )
-        return str(out["choices"][0]["message"]["content"])
+        return str(generator.complete(messages, max_tokens))
 
     return complete
