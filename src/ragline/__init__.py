@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ragline.mcp.server import ToolBackend
     from ragline.retrieve.conversation import QueryRewriter, Turn
     from ragline.retrieve.expand import RelatedChunksReader
+    from ragline.retrieve.multiquery import QueryExpander
     from ragline.retrieve.rerank import Reranker
     from ragline.serve.querylog import QueryLog, QueryLogError
     from ragline.serve.ratelimit import RateLimiter
@@ -107,6 +108,7 @@ _LOCATIONS: dict[str, str] = {
     "RelatedChunksReader": "ragline.retrieve.expand",
     "QueryRewriter": "ragline.retrieve.conversation",
     "Turn": "ragline.retrieve.conversation",
+    "QueryExpander": "ragline.retrieve.multiquery",
     # errors
     "RaglineError": "ragline.errors",
     "InputError": "ragline.errors",
@@ -158,6 +160,7 @@ __all__ = [
     "OcrUnavailable",
     "PageFetcher",
     "ParsedDocument",
+    "QueryExpander",
     "QueryLog",
     "QueryLogError",
     "QueryRewriter",

@@ -354,6 +354,11 @@ def _print_answer_details(answer: Answer) -> None:
     if answer.query_rewrite != "none":
         searched = escape(answer.search_query)
         out.print(f"[dim]searched ({answer.query_rewrite}): {searched}[/]", highlight=False)
+    for phrasing in answer.search_phrasings:
+        out.print(f"[dim]also searched (multi-query): {escape(phrasing)}[/]", highlight=False)
+    if answer.query_expansion == "failed":
+        reason = escape(answer.query_expansion_error)
+        out.print(f"[dim]multi-query failed, searched the question alone: {reason}[/]")
     conf = answer.confidence
     colour = {"high": "green", "medium": "yellow"}.get(conf.level, "red")
     out.print(

@@ -13,7 +13,7 @@ from typing import Any, Unpack
 from ragline.answer.answerer import Answerer, HistoryInput, SearchOptions
 from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.generators import Generator, make_generator
-from ragline.answer.rewriters import make_rewriter
+from ragline.answer.rewriters import make_expander, make_rewriter
 from ragline.answer.suggestions import corpus_topics
 from ragline.embed.base import Embedder
 from ragline.embed.factory import make_embedder
@@ -179,6 +179,7 @@ class Ragline:
                 TokenCounter(),
                 suggest=lambda: corpus_topics(self.store.documents(self.settings.tenant)),
                 rewriter=make_rewriter(self.settings, generator),
+                expander=make_expander(self.settings, generator),
             )
         return self._answerer
 

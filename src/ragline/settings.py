@@ -363,6 +363,18 @@ class Settings(BaseSettings):
     query_rewrite_max_terms: int = Field(
         8, ge=1, le=50, description="Key terms carried over from earlier turns into a follow-up."
     )
+    multi_query: bool = Field(
+        False,
+        description="Multi-query rewriting: when the generator is an LLM (openai, local), it "
+        "writes MULTI_QUERY_COUNT other phrasings of the question, each is searched and the "
+        "hits are fused by RRF (the default follows benchmarks/results/query_expansion.md).",
+    )
+    multi_query_count: int = Field(
+        3, ge=1, le=10, description="Phrasings the LLM writes for multi-query rewriting."
+    )
+    multi_query_max_chars: int = Field(
+        300, ge=10, le=2000, description="A longer phrasing line is dropped as rambling."
+    )
     max_question_chars: int = Field(1000, ge=3, le=100_000)
     max_selected_text_chars: int = Field(2000, ge=0, le=100_000)
     extractive_max_sentences: int = Field(3, ge=1, le=20)

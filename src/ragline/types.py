@@ -332,6 +332,9 @@ class Answer:
     unsupported_sentences: list[str] = field(default_factory=list)
     search_query: str = ""  # what was searched: the question, or a follow-up made self-contained
     query_rewrite: str = "none"  # how: none | carry-over | llm
+    search_phrasings: list[str] = field(default_factory=list)  # multi-query: also searched
+    query_expansion: str = "none"  # multi-query: none | llm | empty | failed
+    query_expansion_error: str = ""  # why the LLM wrote no phrasings (failed)
 
     def to_dict(self) -> dict[str, Any]:
         """The response shape of ``ragline ask --json`` and ``POST /api/query``."""
@@ -357,6 +360,9 @@ class Answer:
                 "unsupported_sentences": list(self.unsupported_sentences),
                 "search_query": self.search_query or self.question,
                 "query_rewrite": self.query_rewrite,
+                "search_phrasings": list(self.search_phrasings),
+                "query_expansion": self.query_expansion,
+                "query_expansion_error": self.query_expansion_error,
             },
         }
 

@@ -20,7 +20,7 @@ import pytest
 
 from ragline.answer.context import Context, build_context
 from ragline.answer.generators import LocalGenerator, LocalModelUnavailable, make_generator
-from ragline.answer.generators.base import GenerationError, GenerationRequest
+from ragline.answer.generators.base import GenerationError, GenerationRequest, Message
 from ragline.answer.generators.local import (
     EXAMPLE_TURN,
     citation_grammar,
@@ -32,8 +32,10 @@ from ragline.answer.generators.local import (
     local_messages,
 )
 from ragline.answer.prompt import FALLBACK_ANSWER, SYSTEM_PROMPT
+from ragline.answer.rewriters import make_expander, make_rewriter
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import Ragline
+from ragline.retrieve.multiquery import expansion_messages
 from ragline.settings import Settings
 from ragline.types import Answer, Chunk, Hit
 
@@ -330,3 +332,27 @@ def test_context_window_holds_context_prompt_and_answer() -> None:
     assert n % 256 == 0 and n >= 2000 * 1.5 + 1024 + 500
     assert context_window(64, 1) == 1280
     assert Settings(generator="local").local_n_ctx == 0  # 0 = derived, as above
+
+
+def test_the_query_rewriters_get_a_greedy_reply_from_the_model() -> None:
+    """The follow-up rewriter and multi-query expander call the model through
+    ``complete`` (they once called an API the runtime does not have, and silently
+    fell back every time)."""
+    gen = LocalGenerator(temperature=0.7)
+    messages = expansion_messages(QUESTION, 3)
+    first = gen.complete(messages, 48)
+    assert first.strip() and first == gen.complete(messages, 48)  # greedy, whatever the setting
+    settings = Settings(generator="local", multi_query=True)
+    expander = make_expander(settings, gen)
+    assert expander is not None
+    expansion = expander.expand(QUESTION)
+    assert expansion.method in ("llm", "empty") and expansion.error == ""
+    rewriter = make_rewriter(settings, gen)
+    assert rewriter is not None
+    history = [Message("user", QUESTION), Message("assistant", "They dance [1].")]
+    assert rewriter.rewrite("And how far away are they?", history).method == "llm"
+    gen.close()
+    small = LocalGenerator(n_ctx=256)
+    with pytest.raises(GenerationError, match=r"RAGLINE_LOCAL_N_CTX=256"):
+        small.complete([{"role": "user", "content": "bees " * 400}], 8)
+    small.close()

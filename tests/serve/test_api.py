@@ -46,6 +46,8 @@ def test_query_answers_with_citations_and_metadata(docs_server: LiveServer) -> N
     assert re.fullmatch(r"[0-9a-f]{32}", meta["query_id"])
     assert meta["generator"] == "extractive" and meta["fallback"] is False
     assert meta["total_tokens"] > 0 and meta["timings_ms"]["total"] > 0
+    assert meta["search_query"] == meta["question"] and meta["query_rewrite"] == "none"
+    assert meta["search_phrasings"] == [] and meta["query_expansion"] == "none"
     assert body["confidence"]["level"] in {"high", "medium"}
 
 

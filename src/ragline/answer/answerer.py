@@ -36,6 +36,7 @@ from ragline.answer.generators.base import (
 from ragline.answer.judging import judge_context
 from ragline.answer.prompt import GENERATOR_DECLINED
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
+from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results
 from ragline.settings import Settings
 from ragline.types import (
     Answer,
@@ -149,9 +150,11 @@ class Answerer:
         count_tokens: CountTokens,
         suggest: Callable[[], list[str]] | None = None,
         rewriter: QueryRewriter | None = None,
+        expander: QueryExpander | None = None,
     ) -> None:
         self.settings = settings
         self.rewriter = rewriter
+        self.expander = expander
         self.search = search
         self.generator = generator
         self.count_tokens = count_tokens
@@ -200,16 +203,35 @@ class Answerer:
         turns = validate_history(history, s.history_messages)
         selected = validate_selected_text(selected_text, s.max_selected_text_chars)
         rewrite = self.rewriter.rewrite(q, turns) if self.rewriter and turns else Rewrite(q, "none")
-        return self._with_rewrite(self._events(q, turns, selected, search, rewrite.query), rewrite)
+        expansion = Expansion((rewrite.query,), "none")
+        if self.expander is not None and (selected or i18n.smalltalk_reply(q) is None):
+            expansion = self.expander.expand(rewrite.query)
+        events = self._events(q, turns, selected, search, expansion.queries)
+        return self._with_rewrite(events, rewrite, expansion)
 
     @staticmethod
-    def _with_rewrite(events: Iterator[StreamEvent], rewrite: Rewrite) -> Iterator[StreamEvent]:
-        """The final answer records the query that was searched (a rewritten follow-up)."""
+    def _with_rewrite(
+        events: Iterator[StreamEvent], rewrite: Rewrite, expansion: Expansion
+    ) -> Iterator[StreamEvent]:
+        """The final answer records the queries that were searched (a rewritten
+        follow-up, the LLM's phrasings)."""
         for event in events:
             if event.answer is not None:
                 event.answer.search_query = rewrite.query
                 event.answer.query_rewrite = rewrite.method
+                event.answer.search_phrasings = list(expansion.phrasings)
+                event.answer.query_expansion = expansion.method
+                event.answer.query_expansion_error = expansion.error
             yield event
+
+    def _search_all(self, queries: list[str], search: SearchOptions) -> SearchResult:
+        """One search, or (multi-query) one per phrasing fused by RRF (the question's
+        own search first)."""
+        if len(queries) == 1:
+            return self.search(queries[0], **search)
+        results = [self.search(x, **search) for x in queries]
+        top_k = search.get("top_k") or self.settings.retrieval_top_k
+        return fuse_results(results, top_k, self.settings.rrf_k)
 
     def _events(
         self,
@@ -217,7 +239,7 @@ class Answerer:
         turns: tuple[Message, ...],
         selected: str,
         search: SearchOptions,
-        searched: str,
+        searched: tuple[str, ...],
     ) -> Iterator[StreamEvent]:
         s = self.settings
         t0 = time.perf_counter()
@@ -232,8 +254,9 @@ class Answerer:
             yield StreamEvent("done", answer=answer)
             return
 
-        query = f"{searched}\n{selected}"[:MAX_QUERY_CHARS] if selected else searched
-        result = self.search(query, **search)
+        queries = [f"{x}\n{selected}"[:MAX_QUERY_CHARS] if selected else x for x in searched]
+        query = queries[0]
+        result = self._search_all(queries, search)
         t = _lap(timings, "retrieve", t0)
         for stage, ms in result.timings_ms.items():
             timings[f"retrieve.{stage}"] = ms

@@ -1,4 +1,5 @@
-"""The follow-up rewriter the settings ask for, using the configured generator's LLM."""
+"""The follow-up rewriter and the multi-query expander the settings ask for, using the
+configured generator's LLM."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import httpx
 from ragline.answer.generators.base import Generator
 from ragline.answer.generators.openai import parse_sse_data
 from ragline.retrieve.conversation import CarryOverRewriter, ChatRewriter, QueryRewriter
+from ragline.retrieve.multiquery import ChatExpander, QueryExpander
 from ragline.settings import Settings
 
 #: A rewritten question is short; more tokens would only be a model rambling.
 REWRITE_MAX_TOKENS = 96
+#: Tokens allowed per phrasing of multi-query rewriting (a line of a short question).
+PHRASING_MAX_TOKENS = 64
 
 
 def make_rewriter(settings: Settings, generator: Generator) -> QueryRewriter | None:
@@ -29,14 +33,29 @@ def make_rewriter(settings: Settings, generator: Generator) -> QueryRewriter | N
     return carry
 
 
-def _openai_complete(generator: Any, settings: Settings) -> Any:
+def make_expander(settings: Settings, generator: Generator) -> QueryExpander | None:
+    """An LLM expander when multi-query rewriting is on and the generator is an LLM."""
+    if not settings.multi_query or generator.name not in ("openai", "local"):
+        return None
+    tokens = PHRASING_MAX_TOKENS * settings.multi_query_count
+    complete = (
+        _openai_complete(generator, settings, tokens)
+        if generator.name == "openai"
+        else _local_complete(generator, tokens)
+    )
+    return ChatExpander(complete, settings.multi_query_count, settings.multi_query_max_chars)
+
+
+def _openai_complete(
+    generator: Any, settings: Settings, max_tokens: int = REWRITE_MAX_TOKENS
+) -> Any:
     def complete(messages: list[dict[str, str]]) -> str:
         headers = {"Authorization": f"Bearer {generator.api_key}"} if generator.api_key else {}
         body = {
             "model": generator.model,
             "messages": messages,
             "temperature": 0.0,
-            "max_tokens": REWRITE_MAX_TOKENS,
+            "max_tokens": max_tokens,
             "stream": False,
         }
         resp = httpx.post(generator.url, json=body, headers=headers, timeout=settings.llm_timeout_s)
@@ -58,13 +77,8 @@ def _sse_text(body: str) -> str:
     return "".join(parts)
 
 
-def _local_complete(generator: Any) -> Any:
+def _local_complete(generator: Any, max_tokens: int = REWRITE_MAX_TOKENS) -> Any:
     def complete(messages: list[dict[str, str]]) -> str:
-        llama = generator.load()
-        with generator._run_lock:  # one decode at a time on the shared model
-            out = llama.create_chat_completion(
-                messages=messages, max_tokens=REWRITE_MAX_TOKENS, temperature=0.0
-            )
-        return str(out["choices"][0]["message"]["content"])
+        return str(generator.complete(messages, max_tokens))
 
     return complete

@@ -169,6 +169,17 @@ class AnswerMetadata(BaseModel):
     chunks_retrieved: int
     chunksRetrieved: int = Field(description="Alias of chunks_retrieved (seed 003).")
     session_id: str | None = None
+    search_query: str = Field(
+        "",
+        description="What was searched: the question, or a "
+        "follow-up made self-contained from the conversation.",
+    )
+    query_rewrite: str = Field("none", description="How: none, carry-over or llm.")
+    search_phrasings: list[str] = Field(
+        default_factory=list, description="Multi-query: the LLM's phrasings also searched."
+    )
+    query_expansion: str = Field("none", description="Multi-query: none, llm, empty or failed.")
+    query_expansion_error: str = Field("", description="Why the LLM wrote no phrasings.")
 
 
 class DebugOut(BaseModel):

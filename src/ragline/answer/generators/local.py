@@ -339,6 +339,27 @@ class LocalGenerator:
                     }
         yield Delta(usage=usage)
 
+    def complete(self, messages: list[dict[str, str]], max_tokens: int) -> str:
+        """A short greedy chat reply (the query rewriters' LLM call), in one piece."""
+        server = self.load()
+        body: dict[str, Any] = {
+            "messages": messages,
+            "stream": True,
+            "temperature": 0.0,
+            "max_tokens": max_tokens,
+            "seed": self.seed,
+            "cache_prompt": False,
+        }
+        parts: list[str] = []
+        with self._run_lock:  # one decode at a time on the shared model
+            for chunk in stream_chunks(server.handle_chat_completions, body):
+                error = chunk.get("error")
+                if error:
+                    raise GenerationError(self._error_message(error))
+                for choice in chunk.get("choices") or []:
+                    parts.append((choice.get("delta") or {}).get("content") or "")
+        return "".join(parts)
+
     def _error_message(self, error: Any) -> str:
         message = error.get("message", error) if isinstance(error, dict) else error
         text = f"local model {self.model}: {message}"
