@@ -78,16 +78,22 @@ def features(rag: Ragline, question: str, drop: Callable[[Hit], bool]) -> list[l
     ]
 
 
-def collect_scifact(n: int) -> list[dict[str, Any]]:
+def scifact_train_index() -> tuple[Any, Any]:
+    """SciFact's train claims and the index `ragline eval` built for them (reused)."""
     from rich.progress import Progress
 
-    from ragline.eval.cli import _claims_corpus, _open_index  # reuse the eval index
+    from ragline.eval.cli import _claims_corpus, _open_index
 
     claims_dir = SHARED / "scifact" / "claims"
     data = load_claims(claims_dir, "train")
     corpus, digest, name = _claims_corpus(claims_dir, SHARED / "scifact", data)
     with Progress(disable=True) as bar:
         index = _open_index(bar, corpus, digest, name, Settings(), False)
+    return data, index
+
+
+def collect_scifact(n: int) -> list[dict[str, Any]]:
+    data, index = scifact_train_index()
     rows = []
     claims = [c for c in data.claims if c.evidence][:n]
     for c in claims:

@@ -46,7 +46,6 @@ from ragline.answer.evidence import FEATURES, EvidenceWeights
 from ragline.answer.judging import judge_context
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import Ragline
-from ragline.eval.answers import load_claims
 from ragline.eval.distractor import contains_answer, in_expected, without
 from ragline.settings import Settings
 from ragline.types import Hit
@@ -79,15 +78,9 @@ def run(
 
 
 def collect_scifact(n: int) -> list[dict[str, Any]]:
-    from rich.progress import Progress
+    from calibrate_evidence import scifact_train_index
 
-    from ragline.eval.cli import _claims_corpus, _open_index  # reuse the eval index
-
-    claims_dir = SHARED / "scifact" / "claims"
-    data = load_claims(claims_dir, "train")
-    corpus, digest, name = _claims_corpus(claims_dir, SHARED / "scifact", data)
-    with Progress(disable=True) as bar:
-        index = _open_index(bar, corpus, digest, name, Settings(), False)
+    data, index = scifact_train_index()
     rows = []
     for c in [c for c in data.claims if c.evidence][:n]:
         gold = {
