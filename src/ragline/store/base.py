@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -118,6 +118,22 @@ def check_model(store: Store, configured: ModelFingerprint, *, record: bool = Fa
             store.set_fingerprint(configured)
     elif stored != configured:
         raise ModelMismatchError(stored, configured)
+
+
+def takes_new_dimension(
+    fingerprint: ModelFingerprint, stored_dimension: int, count_chunks: Callable[[], int]
+) -> bool:
+    """Whether recording ``fingerprint`` needs the index rebuilt for its dimension: true
+    for an empty index of another dimension; a non-empty one refuses (its vectors
+    would mix two models). ``count_chunks`` is asked only when the dimensions differ."""
+    if fingerprint.dimension == stored_dimension:
+        return False
+    if count_chunks() == 0:
+        return True
+    raise StoreError(
+        f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
+        f"the index stores {stored_dimension}-dim ones; use rebuild() to change models"
+    )
 
 
 @dataclass(frozen=True, slots=True)

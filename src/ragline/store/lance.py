@@ -78,6 +78,7 @@ from ragline.store.base import (
     check_writes,
     chunk_from_row,
     metadata_json,
+    takes_new_dimension,
 )
 from ragline.store.bm25 import query_counts
 from ragline.store.filters import (
@@ -621,14 +622,11 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         """Record the model; an empty index simply takes the model's dimension."""
         with self._lock:
             table = self._table()
-            if fingerprint.dimension != self._dimension and _run(table.count_rows()) == 0:
+            if takes_new_dimension(
+                fingerprint, self._dimension, lambda: int(_run(table.count_rows()))
+            ):
                 self.rebuild(fingerprint, [])
                 return
-            if fingerprint.dimension != self._dimension:
-                raise StoreError(
-                    f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
-                    f"the index stores {self._dimension}-dim ones; use rebuild() to change models"
-                )
             self._write_meta(replace(self._meta, fingerprint=fingerprint))
 
     # ------------------------------------------------------------------- writes

@@ -76,6 +76,7 @@ from ragline.store.base import (
     check_writes,
     chunk_from_row,
     metadata_json,
+    takes_new_dimension,
 )
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
 from ragline.types import Chunk, DocumentRecord, Filters
@@ -413,14 +414,9 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
     def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if fingerprint.dimension != state.dimension:
-                if self.count_chunks() == 0:
-                    self.rebuild(fingerprint, [])
-                    return
-                raise StoreError(
-                    f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
-                    f"the index stores {state.dimension}-dim ones; use rebuild() to change models"
-                )
+            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+                self.rebuild(fingerprint, [])
+                return
             self._call(
                 "recording the model",
                 self._put_state,

@@ -63,6 +63,7 @@ from ragline.store.base import (
     StoreError,
     check_vectors,
     check_writes,
+    takes_new_dimension,
 )
 from ragline.store.chroma.bm25 import TermIndex
 from ragline.store.chroma.client import chunk_metadata, make_client, metadata_chunk, to_where
@@ -277,14 +278,9 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
     def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if fingerprint.dimension != state.dimension:
-                if self.count_chunks() == 0:
-                    self.rebuild(fingerprint, [])
-                    return
-                raise StoreError(
-                    f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
-                    f"the index stores {state.dimension}-dim ones; use rebuild() to change models"
-                )
+            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+                self.rebuild(fingerprint, [])
+                return
             self._call("recording the model", self._put_state, state.with_(fingerprint=fingerprint))
 
     # ------------------------------------------------------------------- writes

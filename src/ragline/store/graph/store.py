@@ -49,6 +49,7 @@ from ragline.store.base import (
     StoreError,
     check_vectors,
     check_writes,
+    takes_new_dimension,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.graph import cypher
@@ -255,14 +256,9 @@ class GraphStore(SearchDefaults, ClosesOnExit):
     def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if fingerprint.dimension != state.dimension:
-                if self.count_chunks() == 0:
-                    self.rebuild(fingerprint, [])
-                    return
-                raise StoreError(
-                    f"model {fingerprint.name!r} makes {fingerprint.dimension}-dim vectors but "
-                    f"the index stores {state.dimension}-dim ones; use rebuild() to change models"
-                )
+            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+                self.rebuild(fingerprint, [])
+                return
             new = GraphState(state.graph, state.number, state.dimension, fingerprint)
             self._call("recording the model", self._redis.set, self._key, new.to_json())
             self._state = new
