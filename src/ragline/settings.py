@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragline.store.base import FieldBoosts
@@ -33,6 +33,14 @@ CONFIDENCE_DEFAULTS: dict[str, tuple[float, float]] = {"e5": (0.88, 0.92)}
 def _env(name: str) -> AliasChoices:
     """Accept the spec's bare name, the RAGLINE_-prefixed one and the field name."""
     return AliasChoices(name, f"RAGLINE_{name}", name.lower())
+
+
+def invalid_setting(error: ValidationError) -> str:
+    """The first problem of a settings error in one line naming the setting, for the
+    command lines (pydantic's own message spans many lines and names the model)."""
+    first = error.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "settings"
+    return f"invalid setting {field}: {first['msg']}"
 
 
 class Settings(BaseSettings):
