@@ -354,15 +354,23 @@ class KeywordIndex:
         read: list[tuple[int, npt.NDArray[np.integer]]] = []
         theta = 0.0
         done = 0
-        while done < len(order) and rest[done] >= theta:
+        pool = np.zeros(0, np.int64)  # rows whose exact scores give θ
+        while done < len(order) and (
+            rest[done] >= theta
+            or self._cheaper_to_read(lists, order, done, read, acc, boosts, theta - rest[done])
+        ):
             col = order[done]
             done += 1
+            fresh = len(read)
             for f, c, lo, hi, weight in lists:
                 if c != col:
                     continue
                 postings = self._accumulate(acc, f, lo, hi, weight)
                 read.append((f, postings if allowed is None else postings[allowed[postings]]))
-            theta = max(theta, self._threshold(lists, boosts, k, read, acc))
+            pool = self._pool(pool, read[fresh:], acc, boosts, k)
+            if len(pool) == k:
+                now = float(self._exact(lists, boosts, pool).min()) * (1.0 - _SLACK)
+                theta = max(theta, now)
         rows, fields = self._survivors(read, acc, boosts, theta - rest[done])
         for i in range(done, len(order) + 1):  # MaxScore per row over the unread terms
             sums = self._combined(fields, boosts)
@@ -392,30 +400,48 @@ class KeywordIndex:
         best = best[scores[best] > 0]
         return rows[best], scores[best]
 
-    def _threshold(
+    def _cheaper_to_read(
         self,
         lists: list[tuple[int, int, int, int, float]],
-        boosts: Sequence[float],
-        k: int,
+        order: list[int],
+        done: int,
         read: list[tuple[int, npt.NDArray[np.integer]]],
         acc: Mapping[int, FloatArray],
-    ) -> float:
-        """A score that ``k`` distinct allowed rows reach (0 when the lists read hold
-        fewer): the k-th best exact score among the k rows of the lists read with the
-        best partial sums."""
-        tops = []
-        for f, postings in read:
+        boosts: Sequence[float],
+        floor: float,
+    ) -> bool:
+        """Whether reading the next term whole costs less than looking the unread
+        terms up for the rows that would survive now (counted on the first list read,
+        a lower bound): reading lowers the unread bounds, so fewer rows survive."""
+        f, postings = read[0]
+        v = acc[f][postings]
+        v *= boosts[f]
+        alive = int(np.count_nonzero(v * (1.0 + _SLACK) >= floor))
+        unread = set(order[done:])
+        probes = alive * _PROBE_COST * sum(1 for x in lists if x[1] in unread)
+        return probes > sum(hi - lo for _, c, lo, hi, _ in lists if c == order[done])
+
+    def _pool(
+        self,
+        pool: IntArray,
+        fresh: list[tuple[int, npt.NDArray[np.integer]]],
+        acc: Mapping[int, FloatArray],
+        boosts: Sequence[float],
+        k: int,
+    ) -> IntArray:
+        """The ``k`` rows (fewer when the lists hold fewer) with the best partial sums
+        among ``pool`` and the k best of each list just read: distinct allowed rows
+        whose exact scores give θ, found without going over the earlier lists again."""
+        tops: list[npt.NDArray[np.integer]] = [pool]
+        for f, postings in fresh:
             v = acc[f][postings]
-            tops.append(
-                postings[np.argpartition(v, len(v) - k)[len(v) - k :]] if len(v) > k else postings
-            )
+            best = np.argpartition(v, len(v) - k)[len(v) - k :] if len(v) > k else slice(None)
+            tops.append(postings[best])
         rows = distinct(np.concatenate(tops))
-        if len(rows) < k:
-            return 0.0
         if len(rows) > k:
             part = self._combined({f: a[rows] for f, a in acc.items()}, boosts)
             rows = np.sort(rows[np.argpartition(part, len(part) - k)[len(part) - k :]])
-        return float(self._exact(lists, boosts, rows).min()) * (1.0 - _SLACK)
+        return rows
 
     @staticmethod
     def _survivors(
