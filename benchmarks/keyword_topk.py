@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ from ragline.store.filters import to_sql_predicate
 from ragline.store.vector_index import top_k
 
 
-def pct(xs: list[float], q: float) -> float:
+def pct(xs: Sequence[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else 0.0
 
 
