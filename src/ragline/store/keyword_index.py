@@ -325,9 +325,11 @@ class KeywordIndex:
         k read rows with the best partial sums, or the k-th best partial sum, which
         no exact score is below), never exceeds the true k-th score. Reading stops
         once the unread terms' U sum to less than θ: a row holding none of the read
-        terms stays below θ. A read row stays only while its partial sum plus the U
-        of the terms not yet looked up reaches θ (MaxScore per row, the unread terms
-        looked up by binary search, or read whole when that is cheaper). The rows
+        terms stays below θ (one more term is read while that is cheaper than the
+        lookups below; that only changes the cost). A read row stays only while its
+        partial sum plus the U of the terms not yet looked up reaches θ (MaxScore
+        per row, the unread terms looked up by binary search, or read whole when
+        that is cheaper). The rows
         left are scored by :meth:`exact`, bit for bit as :meth:`scores`, and ranked
         by ``top_k``. Comparisons carry a 1e-9 relative slack for float64 summation
         order, so pruning only ever keeps more rows than it must;
