@@ -89,7 +89,6 @@ from ragline.store.filters import (
     to_sql_predicate,
 )
 from ragline.store.lance_memory import LanceMirror, Snapshot
-from ragline.store.vector_index import top_k
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 T = TypeVar("T")
@@ -912,13 +911,11 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         counts = query_counts(query[:_MAX_QUERY_CHARS])
         if not counts:
             return []
-        scores = snap.keywords.scores(counts, (b.title, b.headings, b.text))
         allowed = self._mirror.mask(snap, pred)
-        # BM25 scores are ≥ 0, so the matching rows rank first: cut the non-matching
-        # ones after the top-k instead of masking every row before it (1M rows: ms)
-        rows = top_k(scores, k, allowed)
-        rows = rows[scores[rows] > 0]
-        return list(zip(snap.ids[rows].tolist(), scores[rows].tolist(), strict=True))
+        # the exhaustive scorer's top-k (filters applied before it), with most postings
+        # of a big index skipped (MaxScore, store/keyword_index.py)
+        rows, scores = snap.keywords.top(counts, (b.title, b.headings, b.text), k, allowed)
+        return list(zip(snap.ids[rows].tolist(), scores.tolist(), strict=True))
 
     # -- LanceDB's own queries
 
