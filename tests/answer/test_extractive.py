@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.evidence import EvidenceWeights, evidence_weights
 from ragline.answer.generators.base import GenerationRequest
 from ragline.answer.generators.extractive import ExtractiveGenerator, cite, select_sentences
+from ragline.answer.judging import judge_context
 from ragline.answer.sentences import segments
 from ragline.embed.tokenizer import TokenCounter
 from ragline.settings import Settings
@@ -176,3 +177,38 @@ def test_evidence_led_answer_starts_with_the_answering_sentence_without_padding(
     # a threshold no sentence reaches: the generator alone falls back to relevance order
     strict = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.99))
     assert strict.compose(request) == ExtractiveGenerator(cache.vectors).compose(request)
+
+
+def test_the_answerers_evidence_check_is_reused_not_repeated(
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+    cache: EmbeddingCache,
+) -> None:
+    """A verdict made with the generator's own weights is reused (the question is not
+    embedded again, the answer is the same); one made with other weights is not."""
+    text = (
+        "The forget gate decides how much of the memory cell is kept. "
+        "The input gate decides how much of the new candidate enters the cell. "
+        "An LSTM was proposed by Hochreiter and Schmidhuber in 1997."
+    )
+    ctx = build_context([make_hit(make_chunk("a", text, title="LSTM"), 0.7, 1)], count_tokens, 2000)
+    question = "Which gate decides how much of the memory cell is kept?"
+    weights = EvidenceWeights(threshold=0.3)
+    seen: list[str] = []
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        seen.extend(texts)
+        return cache.vectors(texts)
+
+    gen = ExtractiveGenerator(embed, evidence=weights)
+    fresh = gen.compose(GenerationRequest(question, ctx))
+    assert question in seen
+    verdict = judge_context(question, ctx, cache.vectors, weights)
+    seen.clear()
+    reused = gen.compose(GenerationRequest(question, ctx, evidence=verdict))
+    assert reused == fresh and reused[0].text.startswith("The forget gate")
+    assert question not in seen
+    other = judge_context(question, ctx, cache.vectors, EvidenceWeights(threshold=0.99))
+    assert gen.compose(GenerationRequest(question, ctx, evidence=other)) == fresh
+    assert question in seen

@@ -113,7 +113,9 @@ class ExtractiveGenerator:
         self, request: GenerationRequest, weights: EvidenceWeights
     ) -> list[Candidate]:
         """Only sentences that pass the evidence check; the best one leads."""
-        ev = judge_context(request.question, request.context, self.embed, weights)
+        ev = request.evidence
+        if ev is None or ev.weights != weights:
+            ev = judge_context(request.question, request.context, self.embed, weights)
         passing = [e for e in ev.judged if e.answers]
         if not passing:
             return []
