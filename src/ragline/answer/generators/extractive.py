@@ -9,8 +9,10 @@ check, chosen by maximal marginal relevance (chunk overlap repeats sentences
 verbatim) and put in context order after the lead: no topical padding. Without
 it (or when no sentence passes, for a generator used on its own), sentences are
 chosen by embedding similarity plus word overlap and block relevance, in
-context order. All candidate sentences are embedded in one batch (and cached
-for the citation check that follows).
+context order. All candidate sentences are embedded in one batch, and the other
+sentences of the cited blocks in a second one, both cached for the citation
+check that follows (``embed`` is meant to be the shared
+:class:`~ragline.answer.embedding_cache.EmbeddingCache`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ragline.answer.candidates import Candidate, candidates
-from ragline.answer.citations import EmbedTexts, lexical_overlap
+from ragline.answer.citations import EmbedTexts, evidence_segments, lexical_overlap
 from ragline.answer.evidence import EvidenceWeights
 from ragline.answer.generators.base import Delta, GenerationRequest
 from ragline.answer.judging import judge_context
@@ -155,9 +157,28 @@ class ExtractiveGenerator:
         picked = select_sentences(relevance, sent @ sent.T, max_sentences=self.max_sentences)
         return sorted((found[i] for i in picked), key=lambda c: (c.block, c.start))
 
+    def prefetch_support(self, request: GenerationRequest, chosen: Sequence[Candidate]) -> None:
+        """Embed every sentence of the blocks the answer will cite, in one batch.
+
+        The citation check that follows compares each answer sentence with every
+        sentence of its block (:func:`~ragline.answer.citations.evidence_segments`),
+        through the same cache; the candidates are embedded already, but headings and
+        short or unfinished sentences are not. Embedded here they cost one model
+        call instead of one per citation, which on a busy CPU is most of their cost.
+        """
+        texts: list[str] = []
+        for number in dict.fromkeys(c.block for c in chosen):
+            block = request.context.block(number)
+            if block is not None:
+                texts += [block.text[s.start : s.end] for s in evidence_segments(block.text)]
+        if texts:
+            self.embed(texts)
+
     def generate(self, request: GenerationRequest) -> Iterator[Delta]:
         prev = ""
-        for cand in self.compose(request):
+        chosen = self.compose(request)
+        self.prefetch_support(request, chosen)
+        for cand in chosen:
             # CJK text puts no space after 。 (and there is none before the first).
             sep = "" if not prev or prev.endswith(("。", "！")) else " "
             yield Delta(text=sep + cite(cand.text, cand.block))
