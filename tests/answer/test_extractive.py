@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ragline.answer.candidates import candidates, is_answer_sentence, table_row_sentences
+from ragline.answer.citations import CitationTracker, SupportVerifier
 from ragline.answer.context import Context, build_context
 from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.evidence import EvidenceWeights, evidence_weights
@@ -14,6 +15,7 @@ from ragline.answer.generators.base import GenerationRequest
 from ragline.answer.generators.extractive import ExtractiveGenerator, cite, select_sentences
 from ragline.answer.judging import judge_context
 from ragline.answer.sentences import segments
+from ragline.embed.base import Embedder
 from ragline.embed.tokenizer import TokenCounter
 from ragline.settings import Settings
 from ragline.types import Chunk, Hit
@@ -212,3 +214,31 @@ def test_the_answerers_evidence_check_is_reused_not_repeated(
     other = judge_context(question, ctx, cache.vectors, EvidenceWeights(threshold=0.99))
     assert gen.compose(GenerationRequest(question, ctx, evidence=other)) == fresh
     assert question in seen
+
+
+def test_the_citation_check_finds_the_cited_blocks_sentences_embedded(
+    embedder: Embedder,
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+) -> None:
+    """Generating embeds the cited block's other sentences (headings, short ones) in
+    one batch, so checking the citations afterwards asks the model for nothing."""
+    text = (
+        "Gates at work\n\nIt matters. "
+        "The forget gate decides how much of the memory cell is kept. "
+        "See below"
+    )
+    ctx = build_context([make_hit(make_chunk("a", text, title="LSTM"), 0.7, 1)], count_tokens, 2000)
+    cache = EmbeddingCache(embedder)
+    gen = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.3))
+    answer = "".join(
+        d.text for d in gen.generate(GenerationRequest("What does the forget gate decide?", ctx))
+    )
+    assert answer == "The forget gate decides how much of the memory cell is kept [1]."
+    before = cache.embedded
+    tracker = CitationTracker(ctx, SupportVerifier(cache.vectors, 0.43, 0.6))
+    tracker.feed(answer)
+    citations = tracker.finish().citations
+    assert [c.supported for c in citations] == [True]
+    assert cache.embedded == before
