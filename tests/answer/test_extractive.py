@@ -6,14 +6,31 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ragline.answer.candidates import candidates, is_answer_sentence, table_row_sentences
+from ragline.answer.candidates import (
+    Candidate,
+    candidates,
+    is_answer_sentence,
+    table_row_sentences,
+)
 from ragline.answer.citations import CitationTracker, SupportVerifier
 from ragline.answer.context import Context, build_context
 from ragline.answer.embedding_cache import EmbeddingCache
-from ragline.answer.evidence import EvidenceWeights, evidence_weights
+from ragline.answer.evidence import (
+    Evidence,
+    EvidenceWeights,
+    evidence_weights,
+    question_constraints,
+)
+from ragline.answer.generators import extractive_generator
 from ragline.answer.generators.base import GenerationRequest
-from ragline.answer.generators.extractive import ExtractiveGenerator, cite, select_sentences
-from ragline.answer.judging import judge_context
+from ragline.answer.generators.extractive import (
+    ExtractiveGenerator,
+    cite,
+    claim_lead,
+    claim_lead_key,
+    select_sentences,
+)
+from ragline.answer.judging import ContextEvidence, judge_context
 from ragline.answer.sentences import segments
 from ragline.embed.base import Embedder
 from ragline.embed.tokenizer import TokenCounter
@@ -242,3 +259,73 @@ def test_the_citation_check_finds_the_cited_blocks_sentences_embedded(
     citations = tracker.finish().citations
     assert [c.supported for c in citations] == [True]
     assert cache.embedded == before
+
+
+def test_a_claims_lead_prefers_a_long_late_sentence_over_a_slightly_likelier_opening() -> None:
+    """SciFact's rationale sentences are results: long and late in the abstract."""
+    opening = claim_lead_key(0.40, 12, 0.0)
+    result = claim_lead_key(0.30, 32, 1.0)
+    assert result > opening
+    # the probability still decides between sentences alike in length and place
+    assert claim_lead_key(0.40, 20, 0.5) > claim_lead_key(0.30, 20, 0.5)
+    # but not by much: a sentence far less likely is not taken for its length
+    assert claim_lead_key(0.40, 12, 0.0) > claim_lead_key(0.05, 40, 1.0)
+
+
+def test_a_claims_lead_is_rechosen_within_its_passage_only() -> None:
+    cands = (
+        Candidate(1, 0, "Topic opening of the first abstract here."),
+        Candidate(
+            1, 50, "A long results sentence of the first abstract, reporting what was found."
+        ),
+        Candidate(2, 0, "A long sentence of the second abstract that is late in it and long."),
+    )
+    judged = tuple(Evidence(i, p, True, 0.5, 0.5, 0.5) for i, p in enumerate((0.40, 0.30, 0.35)))
+    ev = ContextEvidence(
+        question_constraints("Aspirin lowers the risk."), cands, judged, judged[0], ()
+    )
+    assert claim_lead(ev, judged, judged[0]) is judged[1]
+    assert claim_lead(ev, judged, judged[2]) is judged[2]
+
+
+def test_a_claims_further_sentences_need_the_extra_bar(
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+    cache: EmbeddingCache,
+) -> None:
+    """A statement's answer cites a further sentence only when its learned probability
+    reaches ``RAGLINE_EXTRACTIVE_CLAIM_EXTRA_MIN`` (0.1, chosen on SciFact train);
+    a question's answer is not affected."""
+    first = make_chunk(
+        "a",
+        "Aspirin reduced the risk of colorectal cancer by a third in the trial cohort.",
+        title="Aspirin trial",
+        doc_id="d1",
+    )
+    second = make_chunk(
+        "b",
+        "Daily low doses of aspirin were given to patients with a history of adenomas.",
+        title="Aspirin dosing",
+        doc_id="d2",
+    )
+    ctx = build_context([make_hit(first, 0.7, 1), make_hit(second, 0.6, 2)], count_tokens, 2000)
+    weights = evidence_weights(Settings())
+    gen = extractive_generator(Settings(), cache.vectors)
+    assert gen.claim_extra_min == 0.1
+    found = tuple(candidates(ctx))
+    assert [c.block for c in found] == [1, 2]
+
+    def cited(text: str, probs: tuple[float, float]) -> list[int]:
+        judged = tuple(Evidence(i, p, p >= 0.065, 0.5, 0.5, 0.5) for i, p in enumerate(probs))
+        ev = ContextEvidence(
+            question_constraints(text), found, judged, judged[0], (), weights=weights
+        )
+        return [c.block for c in gen.compose(GenerationRequest(text, ctx, evidence=ev))]
+
+    claim = "Aspirin lowers the risk of colorectal cancer."
+    assert weights.learned_for(question_constraints(claim))
+    assert cited(claim, (0.12, 0.095)) == [1]  # within 0.75 of the lead, below the bar
+    assert cited(claim, (0.12, 0.11)) == [1, 2]
+    question = "Does aspirin lower the risk of colorectal cancer?"
+    assert cited(question, (0.12, 0.095)) == [1, 2]
