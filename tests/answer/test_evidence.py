@@ -48,6 +48,9 @@ WIMBLEDON_2018 = "Angelique Kerber won the 2018 Wimbledon women's singles title.
 
 def test_years_and_numbers_are_told_apart() -> None:
     assert years("In 2018 and the 1990s, not 12018 or 2018.5") == {"2018", "1990"}
+    assert years("a p-value of 0.2014, version 1.2015") == set()
+    # d2l cites as :cite:`Srivastava.Hinton.Krizhevsky.ea.2014`: the year is met
+    assert years("(invented by :cite:`Srivastava.Hinton.Krizhevsky.ea.2014`)") == {"2014"}
     assert numbers("It costs 1,000 dollars, 2.50 each, 5% off; two of them in 2018.") == {
         "1000",
         "2.5",

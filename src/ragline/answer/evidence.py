@@ -66,7 +66,9 @@ _AGENTS = (
 _SMALL_WORDS = frozenset(["of", "from", "the", "a", "an", "and", "for", "to", "in", "on"])
 _TOKEN = re.compile(r"[A-Za-z]+|\d[\d,.]*")
 
-_YEAR = re.compile(r"(?<![\d.,])(1[5-9]\d\d|20\d\d)(?:s\b|(?![\d.,]\d))")
+#: A year: not part of a longer number or a decimal ("12018", "0.2014"), but one that
+#: ends a citation key ("Srivastava.Hinton.Krizhevsky.ea.2014") counts.
+_YEAR = re.compile(r"(?<![\d,])(?<!\d\.)(1[5-9]\d\d|20\d\d)(?:s\b|(?![\d.,]\d))")
 _NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])\s*(%|percent\b)?")
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'’\-]*")
