@@ -471,6 +471,13 @@ class Settings(BaseSettings):
         description="Share of an answer sentence's key terms (rarity-weighted) the cited span "
         "must hold, on top of its years, names and figures (0 = those checks alone).",
     )
+    extractive_claim_extra_min: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Learned evidence probability a sentence after the lead needs to be cited "
+        "too in an extractive answer to a statement (benchmarks/claim_citations.py).",
+    )
 
     # --- evaluation (ragline eval) ------------------------------------------------------
     eval_cache_dir: Path = Field(
