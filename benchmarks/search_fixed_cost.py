@@ -99,7 +99,7 @@ def main() -> None:
         "store fusion (numpy, row positions)": Retriever(store, fast, settings),
         "pairs fusion (Python, ids; previous)": Retriever(PairsFusion(store), fast, settings),  # type: ignore[arg-type]
     }
-    for q in texts:  # fastText (≈ 0.5 ms a new query) would go to whichever path runs first
+    for q in texts:  # remembered per query: else whichever path runs a query first pays it
         query_language(q)
     for q in texts[: args.warmup]:
         for r in paths.values():
@@ -137,8 +137,8 @@ def main() -> None:
         f"{settings.hybrid_vector_weight}/{settings.hybrid_keyword_weight}, candidates "
         f"{settings.candidates}, top_k {settings.retrieval_top_k}",
         "- both paths returned the same hits, scores and ranks on every query; each "
-        "query's language was detected before timing (remembered per query: fastText's "
-        "≈ 0.5 ms would otherwise go to whichever path ran it first)",
+        "query's language was detected before timing (it is remembered per query, so "
+        "whichever path ran a query first would pay for it)",
         "",
         "| path | p50 ms | p95 ms | `fusion` stage p50 ms |",
         "|---|---:|---:|---:|",
