@@ -74,6 +74,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--no-vector", action="store_true", help="skip vector search (no HNSW)")
+    ap.add_argument(
+        "--optimize", action="store_true", help="optimize() first (packs the postings if due)"
+    )
+    ap.add_argument("--no-sql", action="store_true", help="skip the SQL scorers")
     args = ap.parse_args()
     claims = train_claims(DATA / "scifact", 20 + args.queries)[20:]
     server = kept_server(args.keep)
@@ -83,11 +87,19 @@ def main() -> None:
         common: dict[str, Any] = {"dimension": 384, "schema": args.schema, "pool_size": 1}
         stores = {
             "bm25 numpy": PostgresStore(server.url(), **common),
+            "bm25 numpy exhaustive": PostgresStore(server.url(), bm25_prune=False, **common),
             "bm25 sql exhaustive": PostgresStore(
                 server.url(), bm25_scorer="sql", bm25_prune=False, **common
             ),
             "bm25 sql pruned": PostgresStore(server.url(), bm25_scorer="sql", **common),
         }
+        if args.no_sql:
+            for name in ("bm25 sql exhaustive", "bm25 sql pruned"):
+                stores.pop(name).close()
+        if args.optimize:
+            t0 = time.perf_counter()
+            stores["bm25 numpy"].optimize()
+            print(f"optimize: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         rng = np.random.default_rng(0)
         dim = stores["bm25 numpy"].dimension
         qv = rng.standard_normal((len(claims), dim)).astype(np.float32)
