@@ -232,7 +232,9 @@ def test_packed_lists_with_later_writes_and_deletes(pg_url: str) -> None:
         record = DocumentRecord(
             f"d{d}", tenant, f"docs/d{d}.md", f"h{salt}", len(chunks), 1, "", "", "md", "now"
         )
-        return DocumentWrite(record, chunks, rng.standard_normal((len(chunks), DIM)))
+        return DocumentWrite(
+            record, chunks, rng.standard_normal((len(chunks), DIM), dtype=np.float32)
+        )
 
     with (
         PostgresStore(pg_url, dimension=DIM, schema=schema, bm25_repack_fraction=0.2) as store,
@@ -357,7 +359,9 @@ def tied_corpus(url: str, seed: int) -> tuple[str, list[str]]:
         record = DocumentRecord(
             f"d{d}", tenant, f"docs/d{d}.md", f"h{salt}", len(chunks), 1, "", "", "md", "now"
         )
-        return DocumentWrite(record, chunks, rng.standard_normal((len(chunks), DIM)))
+        return DocumentWrite(
+            record, chunks, rng.standard_normal((len(chunks), DIM), dtype=np.float32)
+        )
 
     with PostgresStore(url, dimension=DIM, schema=schema) as store:
         store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
@@ -410,7 +414,9 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
         store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         chunks = [make_chunk(rng, 0, i, "acme") for i in range(120)]
         record = DocumentRecord("d0", "acme", "docs/d0.md", "h", 120, 1, "", "", "md", "now")
-        store.replace_documents([DocumentWrite(record, chunks, rng.standard_normal((120, DIM)))])
+        store.replace_documents(
+            [DocumentWrite(record, chunks, rng.standard_normal((120, DIM), dtype=np.float32))]
+        )
         store.optimize()
         before = store.count_chunks()
     with psycopg.connect(pg_url, autocommit=True) as conn:  # back to version 3, packed
