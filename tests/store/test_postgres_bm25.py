@@ -319,7 +319,14 @@ def test_pruned_client_scorer_is_the_exhaustive_top_k(
                         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                         want = exhaustive(conn, counts, k, pred, boosts)
                         got = postgres_bm25.client_top_k(
-                            conn, counts, k, pred, boosts, formula, probe_postings=probe
+                            conn,
+                            counts,
+                            k,
+                            pred,
+                            boosts,
+                            formula,
+                            probe_postings=probe,
+                            min_postings=0,
                         )
                         parts, avg = postgres_bm25.read_parts(conn, counts, boosts, formula)
                         lookup = postgres_bm25.Lookup(conn, pred)
@@ -395,7 +402,14 @@ def test_pruned_client_scorer_with_ties_filters_and_stale_postings(pg_url: str, 
                             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                             want = exhaustive(conn, counts, k, pred, FieldBoosts())
                             got = postgres_bm25.client_top_k(
-                                conn, counts, k, pred, FieldBoosts(), formula, probe_postings=probe
+                                conn,
+                                counts,
+                                k,
+                                pred,
+                                FieldBoosts(),
+                                formula,
+                                probe_postings=probe,
+                                min_postings=0,
                             )
                         assert got == want, (query, filters, k, probe)
                         scores = [s for _, s in want]

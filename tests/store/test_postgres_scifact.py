@@ -89,7 +89,11 @@ def test_train_claims_top10_identical_to_exhaustive(
     with (
         PostgresStore(pg_url, dimension=DIM, schema=schema) as numpy_,
         PostgresStore(
-            pg_url, dimension=DIM, schema=schema, bm25_numpy_probe_postings=300
+            pg_url,
+            dimension=DIM,
+            schema=schema,
+            bm25_numpy_probe_postings=300,
+            bm25_numpy_prune_min_postings=0,
         ) as numpy_small,
         PostgresStore(pg_url, dimension=DIM, schema=schema, bm25_scorer="sql") as pruned,
         PostgresStore(

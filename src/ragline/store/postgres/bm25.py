@@ -401,8 +401,15 @@ REPACK_FRACTION = 0.05
 PACKED_META = "packed_postings"
 #: Postings the numpy scorer's threshold probe scores at least: the parts with
 #: the highest bounds are added until they hold this many (see
-#: :func:`prune_candidates`; chosen on SciFact claims, results/postgres.md).
-NUMPY_PROBE_POSTINGS = 20_000
+#: :func:`prune_candidates`). Chosen on 100 SciFact claims at k = 100 on the 1M
+#: index (results/postgres.md): client CPU 12.6 / 11.7 / 13.4 ms per query with
+#: 2,000 / 5,000 / 20,000 (45 / 43 / 48 % of the postings scored in full).
+NUMPY_PROBE_POSTINGS = 5_000
+#: Below this many postings in a query the numpy scorer scores them all: pruning's
+#: extra lookups cost more than it saves. At 100k chunks (~27k postings a query)
+#: pruning took 3.2 ms of client CPU against 2.7 ms for scoring everything, at 1M
+#: (~270k) 11.7 against 21.5 ms (100 SciFact claims, k = 100, results/postgres.md).
+NUMPY_PRUNE_MIN_POSTINGS = 100_000
 #: ``part`` of the rows newer than the watermark (read from ragline_postings).
 NEWER = -1
 
@@ -548,16 +555,19 @@ class Part:
         return float(self.bound.max(initial=0.0))
 
 
-def _positions(keys: np.ndarray, size_hint: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Distinct keys (ascending), each key's position, and whether the positions
-    are the keys themselves (dense: no sort needed)."""
+def _positions(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys (ascending) and each key's index among them: through a
+    dense map when the keys are not much sparser than their count (no sort)."""
     top = int(keys.max(initial=0)) + 1
-    if top <= 8 * size_hint:
+    if top <= 16 * len(keys):
         seen = np.zeros(top, dtype=bool)
         seen[keys] = True
-        return np.flatnonzero(seen), keys, True
+        present = np.flatnonzero(seen)
+        index = np.empty(top, dtype=np.int64)  # only the entries written are read
+        index[present] = np.arange(len(present))
+        return present, index[keys]
     present, pos = np.unique(keys, return_inverse=True)
-    return present, pos, False
+    return present, pos
 
 
 def field_sums(
@@ -578,11 +588,11 @@ def field_sums(
     sizes = [len(lst) for lst in lists]
     bounds = np.concatenate(([0], np.cumsum(sizes)))
     postings = np.concatenate(lists).astype(_NATIVE)
-    present, pos, dense = _positions(postings["key"], len(postings))
+    present, pos = _positions(postings["key"])
     tf, length = postings["tf"], postings["len"]
     t1, t2 = formula.tables(int(tf.max(initial=0)), int(length.max(initial=0)))
     w = np.asarray(weights, dtype=np.float64).reshape(len(lists), 3)
-    acc = np.zeros((3, int(pos.max(initial=-1)) + 1))
+    acc = np.zeros((3, len(present)))
     for f in range(3):
         nz = np.flatnonzero(tf[:, f] > 0)
         if not len(nz):
@@ -595,7 +605,7 @@ def field_sums(
         for i in range(len(lists)):
             if cut[i] < cut[i + 1]:
                 row[p[cut[i] : cut[i + 1]]] += c[cut[i] : cut[i + 1]]
-    return present, (acc[:, present] if dense else acc)
+    return present, acc
 
 
 def score_lists(
@@ -625,8 +635,8 @@ def exact_sums(
     found = [part.postings["key"].astype(np.int64) for part in parts]
     top = max(int(f.max(initial=0)) for f in found) + 1
     where: np.ndarray | None = None
-    if top <= 8 * sum(len(f) for f in found):
-        where = np.full(top, -1, dtype=np.int64)
+    if top <= 16 * sum(len(f) for f in found):
+        where = np.full(top, -1, dtype=np.int32)
         where[keys] = np.arange(len(keys))
     hits = []
     for part_keys in found:
@@ -681,8 +691,9 @@ class Lookup:
         self.calls += 1
         found = dict(
             self._conn.execute(
-                f"SELECT ch.key, ch.id FROM ragline_chunks ch WHERE ch.key = ANY(%s){self._where}",
-                (todo,),
+                f"SELECT ch.key, ch.id FROM ragline_chunks ch "
+                f"WHERE ch.key = ANY(%s::bigint[]){self._where}",
+                ("{" + ",".join(map(str, todo)) + "}",),  # faster than a list's dumper
             ).fetchall()
         )
         for key in todo:
@@ -695,7 +706,7 @@ class Lookup:
         live = scores > 0
         keys, scores = keys[live], scores[live]
         out: list[tuple[str, float]] = []
-        done, m = 0, max(4 * k, 256)
+        done, m = 0, k + 16
         while done < len(keys):
             order = ranked(keys, scores, m)
             batch = order[done:]
@@ -732,6 +743,7 @@ def prune_candidates(
     k: int,
     lookup: Lookup,
     probe_postings: int = NUMPY_PROBE_POSTINGS,
+    min_postings: int = NUMPY_PRUNE_MIN_POSTINGS,
 ) -> Pruned:
     """Keys and exact scores of a set of chunks that holds the filtered top-k,
     scoring fully only the parts that can lift a chunk into it.
@@ -755,9 +767,12 @@ def prune_candidates(
       exhaustive scorer's order), so their scores are identical floats.
 
     Every chunk left out scores strictly below k chunks that pass, so the top-k
-    of what is returned is the exhaustive top-k, ties included.
+    of what is returned is the exhaustive top-k, ties included. Queries with
+    fewer than ``min_postings`` postings are scored in full.
     """
     total = sum(len(part.postings) for part in parts)
+    if total < min_postings:
+        probe_postings = total
     by_top = sorted(range(len(parts)), key=lambda i: (-parts[i].top, len(parts[i].postings), i))
     probe, held = [], 0
     for i in by_top:
@@ -841,6 +856,7 @@ def client_top_k(
     *,
     prune: bool = True,
     probe_postings: int = NUMPY_PROBE_POSTINGS,
+    min_postings: int = NUMPY_PRUNE_MIN_POSTINGS,
 ) -> list[tuple[str, float]]:
     """:func:`keyword_sql`'s result, scored in numpy from the postings read in one
     statement (packed, 32 bytes each: the packed parts plus the rows of chunks
@@ -851,7 +867,7 @@ def client_top_k(
     parts, avg = read_parts(conn, counts, boosts, formula)
     lookup = Lookup(conn, pred)
     if prune and min(boosts.title, boosts.headings, boosts.text) >= 0:
-        kept = prune_candidates(parts, avg, formula, k, lookup, probe_postings)
+        kept = prune_candidates(parts, avg, formula, k, lookup, probe_postings, min_postings)
         keys, scores = kept.keys, kept.scores
     else:
         order = sorted(range(len(parts)), key=lambda i: parts[i].term)

@@ -125,6 +125,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         bm25_scorer: str = "numpy",
         bm25_repack_fraction: float = pg_bm25.REPACK_FRACTION,
         bm25_numpy_probe_postings: int = pg_bm25.NUMPY_PROBE_POSTINGS,
+        bm25_numpy_prune_min_postings: int = pg_bm25.NUMPY_PRUNE_MIN_POSTINGS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -166,6 +167,8 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         self.bm25_repack_fraction = bm25_repack_fraction
         #: Postings the numpy scorer's threshold probe scores (pg_bm25.prune_candidates).
         self.bm25_numpy_probe_postings = bm25_numpy_probe_postings
+        #: Queries with fewer postings are scored in full (pg_bm25.NUMPY_PRUNE_MIN_POSTINGS).
+        self.bm25_numpy_prune_min_postings = bm25_numpy_prune_min_postings
         self._formula = pg_bm25.Formula(k1, b)
         self._dimension = dimension
         self._db = Connections(
@@ -472,6 +475,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
                         self._formula,
                         prune=self.bm25_prune,
                         probe_postings=self.bm25_numpy_probe_postings,
+                        min_postings=self.bm25_numpy_prune_min_postings,
                     )
                 return pg_bm25.top_k(
                     conn,
