@@ -676,45 +676,63 @@ def ranked(keys: np.ndarray, scores: np.ndarray, m: int) -> np.ndarray:
 
 class Lookup:
     """Which chunk keys are live and pass the filters (and their ids): asked of
-    the server in batches, remembered for the rest of the query."""
+    the server in batches, remembered for the rest of the query. Without filters,
+    a threshold only needs liveness, which the primary key's index answers
+    without reading the table (index-only, after VACUUM); ids are read for the
+    final hits alone."""
 
     def __init__(self, conn: psycopg.Connection[Any], pred: str) -> None:
         self._conn = conn
-        self._where = f" AND ({pred})" if pred else ""
-        self.known: dict[int, str | None] = {}
+        self._pred = pred
+        self.passing: dict[int, bool] = {}
+        self.ids: dict[int, str] = {}
         self.calls = 0
 
-    def ask(self, keys: Sequence[int]) -> None:
-        todo = [key for key in keys if key not in self.known]
+    def ask(self, keys: Sequence[int], ids: bool) -> None:
+        todo = [key for key in keys if key not in (self.ids if ids else self.passing)]
+        todo = [key for key in todo if self.passing.get(key, True)]  # known to fail: skip
         if not todo:
             return
         self.calls += 1
-        found = dict(
-            self._conn.execute(
-                f"SELECT ch.key, ch.id FROM ragline_chunks ch "
-                f"WHERE ch.key = ANY(%s::bigint[]){self._where}",
-                ("{" + ",".join(map(str, todo)) + "}",),  # faster than a list's dumper
-            ).fetchall()
-        )
+        param = ("{" + ",".join(map(str, todo)) + "}",)  # faster than a list's dumper
+        where = f" AND ({self._pred})" if self._pred else ""
+        if ids or self._pred:
+            found = dict(
+                self._conn.execute(
+                    f"SELECT ch.key, ch.id FROM ragline_chunks ch "
+                    f"WHERE ch.key = ANY(%s::bigint[]){where}",
+                    param,
+                ).fetchall()
+            )
+            self.ids.update((int(key), str(v)) for key, v in found.items())
+        else:
+            found = {
+                key: None
+                for (key,) in self._conn.execute(
+                    "SELECT key FROM ragline_chunks WHERE key = ANY(%s::bigint[])", param
+                ).fetchall()
+            }
         for key in todo:
-            chunk_id = found.get(key)
-            self.known[key] = None if chunk_id is None else str(chunk_id)
+            self.passing[key] = key in found
 
-    def best(self, keys: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """The ``k`` best (id, score) with score > 0 of the chunks that pass, best
-        first, ties by key (the exhaustive statement's order)."""
+    def best(
+        self, keys: np.ndarray, scores: np.ndarray, k: int, ids: bool = True
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best (key, score) with score > 0 of the chunks that pass, best
+        first, ties by key (the exhaustive statement's order); ``ids``: read
+        their chunk ids too (:attr:`ids`)."""
         live = scores > 0
         keys, scores = keys[live], scores[live]
-        out: list[tuple[str, float]] = []
+        out: list[tuple[int, float]] = []
         done, m = 0, k + 16
         while done < len(keys):
             order = ranked(keys, scores, m)
             batch = order[done:]
-            self.ask(keys[batch].tolist())
+            self.ask(keys[batch].tolist(), ids)
             for j in batch:
-                chunk_id = self.known[int(keys[j])]
-                if chunk_id is not None:
-                    out.append((chunk_id, float(scores[j])))
+                key = int(keys[j])
+                if self.passing[key]:
+                    out.append((key, float(scores[j])))
                     if len(out) == k:
                         return out
             done, m = len(order), 4 * m
@@ -722,7 +740,7 @@ class Lookup:
 
     def kth(self, keys: np.ndarray, scores: np.ndarray, k: int) -> float:
         """The k-th best score among chunks that pass (0 when fewer than k do)."""
-        best = self.best(keys, scores, k)
+        best = self.best(keys, scores, k, ids=False)
         return best[-1][1] if len(best) == k else 0.0
 
 
@@ -874,4 +892,4 @@ def client_top_k(
         keys, scores = score_lists(
             [parts[i].postings for i in order], [parts[i].weights for i in order], avg, formula
         )
-    return lookup.best(keys, scores, k)
+    return [(lookup.ids[key], score) for key, score in lookup.best(keys, scores, k)]
