@@ -401,14 +401,16 @@ REPACK_FRACTION = 0.05
 PACKED_META = "packed_postings"
 #: Postings the numpy scorer's threshold probe scores at least: the parts with
 #: the highest bounds are added until they hold this many (see
-#: :func:`prune_candidates`). Chosen on 100 SciFact claims at k = 100 on the 1M
-#: index (results/postgres.md): client CPU 12.6 / 11.7 / 13.4 ms per query with
-#: 2,000 / 5,000 / 20,000 (45 / 43 / 48 % of the postings scored in full).
+#: :func:`prune_candidates`). Chosen on 100 SciFact claims on the 1M index
+#: (results/postgres.md), client CPU per query: k = 10, 12.6 / 11.7 / 13.4 ms
+#: with 2,000 / 5,000 / 20,000 (43 / 43 / 48 % of the postings scored in full);
+#: k = 100, 12.5 / 13.3 ms with 5,000 / 20,000 (44 / 49 %).
 NUMPY_PROBE_POSTINGS = 5_000
 #: Below this many postings in a query the numpy scorer scores them all: pruning's
-#: extra lookups cost more than it saves. At 100k chunks (~27k postings a query)
-#: pruning took 3.2 ms of client CPU against 2.7 ms for scoring everything, at 1M
-#: (~270k) 11.7 against 21.5 ms (100 SciFact claims, k = 100, results/postgres.md).
+#: extra lookups cost more than it saves. 100 SciFact claims, k = 100: at 100k
+#: chunks (~27k postings a query) pruning took 3.2 ms of client CPU against
+#: 2.7 ms for scoring everything, at 1M (~270k) 12.5 against 20.2 ms
+#: (results/postgres.md).
 NUMPY_PRUNE_MIN_POSTINGS = 100_000
 #: ``part`` of the rows newer than the watermark (read from ragline_postings).
 NEWER = -1
