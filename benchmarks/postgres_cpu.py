@@ -78,6 +78,7 @@ def main() -> None:
         "--optimize", action="store_true", help="optimize() first (packs the postings if due)"
     )
     ap.add_argument("--no-sql", action="store_true", help="skip the SQL scorers")
+    ap.add_argument("--rounds", type=int, default=1, help="measure every scorer this often")
     args = ap.parse_args()
     claims = train_claims(DATA / "scifact", 20 + args.queries)[20:]
     server = kept_server(args.keep)
@@ -103,14 +104,16 @@ def main() -> None:
         rng = np.random.default_rng(0)
         dim = stores["bm25 numpy"].dimension
         qv = rng.standard_normal((len(claims), dim)).astype(np.float32)
-        for name, st in stores.items():
-            for q in claims[:10]:
-                st.keyword_candidates(q, args.k)
-            calls: list[Callable[[], object]] = [
-                partial(st.keyword_candidates, q, args.k) for q in claims
-            ]
-            rows.append((name, *cpu_per_call(st, calls)))
-            loads.append(load_average()[0])
+        for r in range(args.rounds):
+            for name, st in stores.items():
+                for q in claims[:10]:
+                    st.keyword_candidates(q, args.k)
+                calls: list[Callable[[], object]] = [
+                    partial(st.keyword_candidates, q, args.k) for q in claims
+                ]
+                label = f"{name} (round {r + 1})" if args.rounds > 1 else name
+                rows.append((label, *cpu_per_call(st, calls)))
+                loads.append(load_average()[0])
         st = stores["bm25 numpy"]
         if not args.no_vector:
             calls = [partial(st.vector_candidates, v, args.k) for v in qv]
