@@ -13,10 +13,12 @@ not reading the postings. So each term's postings are kept packed in one
 watermark), a query reads its terms' packed lists plus the rows of chunks
 newer than the watermark in one statement, and numpy computes
 :func:`keyword_sql`'s arithmetic in the same float64 operations and order
-(:class:`Formula`), so the scores are equal, not close. Packed postings of
-chunks deleted since are scored but never returned: the final chunk lookup
-(which also applies the filters) does not find them. Everything runs in one
-REPEATABLE READ snapshot.
+(:class:`Formula`), so the scores are equal, not close. Each term's list is
+packed in parts by impact (title/headings, tf > 1, tf = 1) with per-field
+bounds, and MaxScore over the parts (:func:`prune_candidates`) scores only the
+parts that can lift a chunk into the top-k, exactly. Packed postings of
+chunks deleted since are never returned: the chunk lookups (which also apply
+the filters) do not find them. Everything runs in one REPEATABLE READ snapshot.
 
 **sql** (:func:`top_k`): MaxScore pruning in the server, which skips postings
 but, with these loose bounds, gains little (results/postgres.md):
