@@ -74,6 +74,11 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--no-vector", action="store_true", help="skip vector search (no HNSW)")
+    ap.add_argument(
+        "--optimize", action="store_true", help="optimize() first (packs the postings if due)"
+    )
+    ap.add_argument("--no-sql", action="store_true", help="skip the SQL scorers")
+    ap.add_argument("--rounds", type=int, default=1, help="measure every scorer this often")
     args = ap.parse_args()
     claims = train_claims(DATA / "scifact", 20 + args.queries)[20:]
     server = kept_server(args.keep)
@@ -83,22 +88,32 @@ def main() -> None:
         common: dict[str, Any] = {"dimension": 384, "schema": args.schema, "pool_size": 1}
         stores = {
             "bm25 numpy": PostgresStore(server.url(), **common),
+            "bm25 numpy exhaustive": PostgresStore(server.url(), bm25_prune=False, **common),
             "bm25 sql exhaustive": PostgresStore(
                 server.url(), bm25_scorer="sql", bm25_prune=False, **common
             ),
             "bm25 sql pruned": PostgresStore(server.url(), bm25_scorer="sql", **common),
         }
+        if args.no_sql:
+            for name in ("bm25 sql exhaustive", "bm25 sql pruned"):
+                stores.pop(name).close()
+        if args.optimize:
+            t0 = time.perf_counter()
+            stores["bm25 numpy"].optimize()
+            print(f"optimize: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         rng = np.random.default_rng(0)
         dim = stores["bm25 numpy"].dimension
         qv = rng.standard_normal((len(claims), dim)).astype(np.float32)
-        for name, st in stores.items():
-            for q in claims[:10]:
-                st.keyword_candidates(q, args.k)
-            calls: list[Callable[[], object]] = [
-                partial(st.keyword_candidates, q, args.k) for q in claims
-            ]
-            rows.append((name, *cpu_per_call(st, calls)))
-            loads.append(load_average()[0])
+        for r in range(args.rounds):
+            for name, st in stores.items():
+                for q in claims[:10]:
+                    st.keyword_candidates(q, args.k)
+                calls: list[Callable[[], object]] = [
+                    partial(st.keyword_candidates, q, args.k) for q in claims
+                ]
+                label = f"{name} (round {r + 1})" if args.rounds > 1 else name
+                rows.append((label, *cpu_per_call(st, calls)))
+                loads.append(load_average()[0])
         st = stores["bm25 numpy"]
         if not args.no_vector:
             calls = [partial(st.vector_candidates, v, args.k) for v in qv]

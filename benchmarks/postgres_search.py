@@ -34,12 +34,14 @@ import numpy as np
 from machine import command_line, load_average, machine_lines, wait_for_quiet
 from ragline.embed.onnx import OnnxEmbedder
 from ragline.eval.synthetic import (
+    DOC_CHUNKS,
     BuildStats,
     PrecomputedEmbedder,
     Synthetic,
     beir_windows,
     build_index,
     distinct_shuffled,
+    document_writes,
     embed_texts,
     markdown_windows,
 )
@@ -47,6 +49,7 @@ from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
 from ragline.store.base import Store
 from ragline.store.factory import open_store, store_location
+from ragline.store.postgres.schema import hnsw_name
 from search_scale import (
     MODES,
     TENANT,
@@ -123,6 +126,38 @@ def stored_rows(server: Any, schema: str) -> int:
     return int(out) if out.isdigit() else 0
 
 
+def extend_index(
+    server: Any, url: str, base: Settings, embedder: Any, data: Synthetic, rows: int, args: Any
+) -> BuildStats:
+    """Grow the kept index ``bench_<args.extend>`` to ``rows`` rows as ``bench_<rows>``.
+
+    The HNSW graph is dropped first and built once by ``optimize()``: inserting
+    ~200k rows into a graph of ~800k costs more than building it anew (the 1M
+    build of results/postgres.md wrote at 160-400 chunks/s with the graph live).
+    """
+    held = stored_rows(server, f"bench_{args.extend}")
+    if held % DOC_CHUNKS:
+        raise SystemExit(f"bench_{args.extend} holds {held} rows, not whole documents")
+    server.psql(f"ALTER SCHEMA bench_{args.extend} RENAME TO bench_{rows}")
+    server.psql(f"DROP INDEX IF EXISTS bench_{rows}.{hnsw_name(embedder.dimension)}")
+    store = open_store(store_location(base, f"{url}?schema=bench_{rows}"), base, embedder.dimension)
+    t0 = time.perf_counter()
+    done = writes = 0
+    for batch in document_writes(data, rows, args.batch, TENANT):
+        fresh = [w for i, w in enumerate(batch, done // DOC_CHUNKS) if i * DOC_CHUNKS >= held]
+        done += sum(len(w.chunks) for w in batch)
+        if fresh:
+            store.replace_documents(fresh)
+            writes += 1
+            if writes % 10 == 0:
+                print(f"extend: {done:,} rows", file=sys.stderr, flush=True)
+    t1 = time.perf_counter()
+    store.optimize()
+    t2 = time.perf_counter()
+    store.close()
+    return BuildStats(rows - held, writes, t1 - t0, t2 - t1)
+
+
 def size_mb(store: Store) -> str:
     """On-disk size of the PostgreSQL tables and indexes (MB), per relation group."""
     run = getattr(store, "_run", None)
@@ -153,6 +188,19 @@ def main() -> None:
         type=Path,
         default=None,
         help="keep the server's data folder here and reuse an index of the same size in it",
+    )
+    ap.add_argument(
+        "--extend",
+        type=int,
+        default=0,
+        help="with --keep: schema bench_<N> holds the first N rows; rename it to "
+        "bench_<rows> and write only the rows after N (the same generator, so the same index)",
+    )
+    ap.add_argument(
+        "--compare-prune",
+        action="store_true",
+        help="PostgreSQL keyword modes measured scoring every posting and pruned, "
+        "alternating, twice each (the first pass also warms the caches)",
     )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server
@@ -190,10 +238,17 @@ def main() -> None:
                         loc = store_location(base, f"{url}?schema=bench_{rows}")
                     else:
                         loc = store_location(base, f"lance://{tmp}/lance-{rows}")
-                    store = open_store(loc, base, embedder.dimension)
-                    loads.append(wait_for_quiet(args.max_load, args.max_wait))
                     kept = name == "postgres" and args.keep is not None
-                    if kept and stored_rows(server, f"bench_{rows}") == rows:
+                    extend = (
+                        kept and args.extend > 0 and stored_rows(server, f"bench_{args.extend}") > 0
+                    )
+                    if not extend:
+                        store = open_store(loc, base, embedder.dimension)
+                    loads.append(wait_for_quiet(args.max_load, args.max_wait))
+                    if extend:
+                        build = extend_index(server, url, base, embedder, data, rows, args)
+                        store = open_store(loc, base, embedder.dimension)
+                    elif kept and stored_rows(server, f"bench_{rows}") == rows:
                         t0 = time.perf_counter()  # migrations ran at open
                         store.optimize()
                         build = BuildStats(rows, 0, float("nan"), time.perf_counter() - t0)
@@ -212,11 +267,20 @@ def main() -> None:
                     recall = exact_recall(store, qvecs, data.vectors(0, rows))  # type: ignore[arg-type]
                     builds.append(
                         f"| {name} | {rows:,} | {build.write_seconds:.1f} "
-                        f"| {rows / build.write_seconds:,.0f} | {build.optimize_seconds:.1f} "
+                        f"| {build.rows / build.write_seconds:,.0f} | {build.optimize_seconds:.1f} "
                         f"| {recall:.3f} | {sizes or '—'} |"
                     )
                     fast = Retriever(store, precomputed, base)
-                    for mode in MODES:
+                    runs = [(mode, True) for mode in MODES]
+                    if args.compare_prune and name == "postgres":
+                        runs = [
+                            (m, p)
+                            for m in MODES
+                            for p in ((False, True, False, True) if m != "vector" else (True,))
+                        ]
+                    for mode, prune in runs:
+                        if name == "postgres":
+                            store.bm25_prune = prune  # type: ignore[attr-defined]
                         loads.append(wait_for_quiet(args.max_load, args.max_wait))
                         lat: Latency = measure(fast, warm, queries, mode)
                         loads.append(lat.load)
@@ -224,7 +288,8 @@ def main() -> None:
                             f"{k} {v:.2f}" for k, v in lat.stages.items() if k != "embed" and v > 0
                         )
                         table.append(
-                            f"| {name} | {rows:,} | {mode} | {pct(lat.total, 50):.1f} "
+                            f"| {name} | {rows:,} | {mode}{'' if prune else ' (every posting)'} "
+                            f"| {pct(lat.total, 50):.1f} "
                             f"| {pct(lat.total, 95):.1f} | {pct(lat.total, 99):.1f} "
                             f"| {100 * lat.others:.0f} % | {stages} |"
                         )

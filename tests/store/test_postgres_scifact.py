@@ -1,6 +1,8 @@
 """On SciFact (5,183 abstracts, one chunk each) every SciFact train claim gets the
 exhaustive SQL scorer's BM25 top-10 from the numpy scorer (packed postings, and
-rows written after the packing) and from the MaxScore-pruned SQL scorer:
+rows written after the packing; MaxScore over the packed parts with the default
+probe and with a small one, so that parts are set aside; also top-100) and from
+the MaxScore-pruned SQL scorer:
 identical ids, order and float scores. Real PostgreSQL; vectors are random
 (BM25 reads none)."""
 
@@ -53,7 +55,9 @@ def writes(scifact: Path) -> list[DocumentWrite]:
                 text=text,
             )
             record = DocumentRecord(doc, "sci", chunk.source, doc, 1, 1, "", "", "beir", "now")
-            out.append(DocumentWrite(record, [chunk], rng.standard_normal((1, DIM))))
+            out.append(
+                DocumentWrite(record, [chunk], rng.standard_normal((1, DIM), dtype=np.float32))
+            )
     return out
 
 
@@ -84,15 +88,28 @@ def test_train_claims_top10_identical_to_exhaustive(
     assert len(claims) == 809
     with (
         PostgresStore(pg_url, dimension=DIM, schema=schema) as numpy_,
+        PostgresStore(
+            pg_url,
+            dimension=DIM,
+            schema=schema,
+            bm25_numpy_probe_postings=300,
+            bm25_numpy_prune_min_postings=0,
+        ) as numpy_small,
         PostgresStore(pg_url, dimension=DIM, schema=schema, bm25_scorer="sql") as pruned,
         PostgresStore(
             pg_url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
         ) as exact,
     ):
-        same_numpy = same_pruned = 0
+        same_numpy = same_small = same_pruned = same_100 = 0
         for claim in claims:
             want = exact.keyword_candidates(claim, 10)
             assert len(want) == 10, claim
             same_numpy += numpy_.keyword_candidates(claim, 10) == want
+            same_small += numpy_small.keyword_candidates(claim, 10) == want
             same_pruned += pruned.keyword_candidates(claim, 10) == want
-    assert (same_numpy, same_pruned) == (len(claims), len(claims))
+            # hybrid search asks for 100 keyword candidates
+            same_100 += numpy_small.keyword_candidates(claim, 100) == exact.keyword_candidates(
+                claim, 100
+            )
+    n = len(claims)
+    assert (same_numpy, same_small, same_pruned, same_100) == (n, n, n, n)

@@ -13,10 +13,12 @@ not reading the postings. So each term's postings are kept packed in one
 watermark), a query reads its terms' packed lists plus the rows of chunks
 newer than the watermark in one statement, and numpy computes
 :func:`keyword_sql`'s arithmetic in the same float64 operations and order
-(:class:`Formula`), so the scores are equal, not close. Packed postings of
-chunks deleted since are scored but never returned: the final chunk lookup
-(which also applies the filters) does not find them. Everything runs in one
-REPEATABLE READ snapshot.
+(:class:`Formula`), so the scores are equal, not close. Each term's list is
+packed in parts by impact (title/headings, tf > 1, tf = 1) with per-field
+bounds, and MaxScore over the parts (:func:`prune_candidates`) scores only the
+parts that can lift a chunk into the top-k, exactly. Packed postings of
+chunks deleted since are never returned: the chunk lookups (which also apply
+the filters) do not find them. Everything runs in one REPEATABLE READ snapshot.
 
 **sql** (:func:`top_k`): MaxScore pruning in the server, which skips postings
 but, with these loose bounds, gains little (results/postgres.md):
@@ -399,20 +401,38 @@ _NATIVE = np.dtype([("key", "i8"), ("tf", "i4", (3,)), ("len", "i4", (3,))])
 REPACK_FRACTION = 0.05
 #: ``ragline_meta`` key of the packed lists' watermark and chunk count.
 PACKED_META = "packed_postings"
+#: Postings the numpy scorer's threshold probe scores at least: the parts with
+#: the highest bounds are added until they hold this many (see
+#: :func:`prune_candidates`). Chosen on 100 SciFact claims on the 1M index
+#: (results/postgres.md), client CPU per query: k = 10, 12.6 / 11.7 / 13.4 ms
+#: with 2,000 / 5,000 / 20,000 (43 / 43 / 48 % of the postings scored in full);
+#: k = 100, 12.5 / 13.3 ms with 5,000 / 20,000 (44 / 49 %).
+NUMPY_PROBE_POSTINGS = 5_000
+#: Below this many postings in a query the numpy scorer scores them all: pruning's
+#: extra lookups cost more than it saves. 100 SciFact claims, k = 100: at 100k
+#: chunks (~27k postings a query) pruning took 3.2 ms of client CPU against
+#: 2.7 ms for scoring everything, at 1M (~270k) 12.5 against 20.2 ms
+#: (results/postgres.md).
+NUMPY_PRUNE_MIN_POSTINGS = 100_000
+#: ``part`` of the rows newer than the watermark (read from ragline_postings).
+NEWER = -1
 
 _PACK = """string_agg(
     int8send(p.chunk_key) || int4send(p.tf_title) || int4send(p.tf_headings)
     || int4send(p.tf_text) || int4send(p.len_title) || int4send(p.len_headings)
     || int4send(p.len_text), ''::bytea)"""
 
-#: A query's postings: each term's packed list, and its rows newer than the
+#: A posting's part: in a title or heading (0), text only with tf > 1 (1), tf = 1 (2).
+_PART = "CASE WHEN p.tf_title > 0 OR p.tf_headings > 0 THEN 0 WHEN p.tf_text > 1 THEN 1 ELSE 2 END"
+
+#: A query's postings: each term's packed parts, and its rows newer than the
 #: watermark packed the same way (by the (term, chunk_key) index).
 _FETCH_SQL = f"""
-SELECT q.ord, tp.postings
+SELECT q.ord, tp.part, tp.max_tf, tp.min_len, tp.postings
 FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord)
 JOIN ragline_term_postings tp ON tp.term = q.term
 UNION ALL
-SELECT q.ord, {_PACK}
+SELECT q.ord, {NEWER}::smallint, NULL, NULL, {_PACK}
 FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord)
 CROSS JOIN LATERAL (
     SELECT * FROM ragline_postings p0
@@ -432,7 +452,8 @@ FROM ragline_corpus
 
 
 def repack(conn: psycopg.Connection[Any], fraction: float) -> bool:
-    """Pack every term's postings anew when the chunks written since the last
+    """Pack every term's postings anew, in parts (:data:`_PART`) with their largest
+    tf and smallest length per field, when the chunks written since the last
     packing plus those deleted since exceed ``fraction`` of the corpus; whether
     it did. Runs in the caller's transaction, which must hold the writers' lock
     (so every chunk key up to the new watermark is committed and visible)."""
@@ -448,10 +469,14 @@ def repack(conn: psycopg.Connection[Any], fraction: float) -> bool:
     changed = (chunks - live) + (packed - live)  # written since + deleted since
     if changed <= fraction * chunks:
         return False
+    fields = bm25.KEYWORD_FIELDS
+    max_tf = ", ".join(f"max(p.tf_{f})" for f in fields)
+    min_len = ", ".join(f"coalesce(min(p.len_{f}) FILTER (WHERE p.tf_{f} > 0), 0)" for f in fields)
     conn.execute("DELETE FROM ragline_term_postings")
     conn.execute(
-        f"INSERT INTO ragline_term_postings (term, postings) "
-        f"SELECT p.term, {_PACK} FROM ragline_postings p GROUP BY p.term"
+        f"INSERT INTO ragline_term_postings (term, part, max_tf, min_len, postings) "
+        f"SELECT p.term, {_PART}, ARRAY[{max_tf}], ARRAY[{min_len}], {_PACK} "
+        f"FROM ragline_postings p GROUP BY 1, 2"
     )
     conn.execute(
         "INSERT INTO ragline_meta (key, value) SELECT %s, jsonb_build_object("
@@ -500,41 +525,78 @@ class Formula:
             t2 = self._t2 = np.array([float(self.a2 * n) for n in range(2 * max_len + 64)])
         return t1, t2
 
+    def bound(
+        self,
+        weights: tuple[float, float, float],
+        max_tf: Sequence[int],
+        min_len: Sequence[int],
+        avg: tuple[float, float, float],
+    ) -> np.ndarray:
+        """Per field, the most a posting with tf ≤ ``max_tf`` and length ≥ ``min_len``
+        adds to a chunk's score: ``w·tf/(tf + k1(1−b) + k1·b·len/avg)`` grows with
+        tf and falls with len. Raised by a relative slack, so float rounding of
+        the exact sums never exceeds it."""
+        out = np.zeros(3)
+        for f in range(3):
+            tf, ln = int(max_tf[f]), int(min_len[f])
+            if tf > 0:
+                sat = tf / (tf + float(self.a1) + float(self.a2) * ln / avg[f])
+                out[f] = weights[f] * sat * (1.0 + 4 * _SLACK)
+        return out
 
-def score_lists(
+
+@dataclass(frozen=True)
+class Part:
+    """Some postings of one query term, and per field the most each adds to a score."""
+
+    term: int  # index of the term in query-term order
+    postings: np.ndarray  # POSTING records, one chunk at most once
+    weights: tuple[float, float, float]  # the term's per-field weight (Formula.weight)
+    bound: np.ndarray  # (3,) float
+
+    @property
+    def top(self) -> float:
+        return float(self.bound.max(initial=0.0))
+
+
+def _positions(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys (ascending) and each key's index among them: through a
+    dense map when the keys are not much sparser than their count (no sort)."""
+    top = int(keys.max(initial=0)) + 1
+    if top <= 16 * len(keys):
+        seen = np.zeros(top, dtype=bool)
+        seen[keys] = True
+        present = np.flatnonzero(seen)
+        index = np.empty(top, dtype=np.int64)  # only the entries written are read
+        index[present] = np.arange(len(present))
+        return present, index[keys]
+    present, pos = np.unique(keys, return_inverse=True)
+    return present, pos
+
+
+def field_sums(
     lists: Sequence[np.ndarray],
     weights: Sequence[tuple[float, float, float]],
     avg: tuple[float, float, float],
     formula: Formula,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct chunk keys (ascending) and their scores, from each query term's
-    postings (in query-term order, the order the SQL sums in).
+    """Distinct chunk keys (ascending) and their per-field sums ``(3, n)``, from
+    postings lists in the order to sum them (a chunk at most once per list).
 
     Contributions are computed for all postings at once per field (zero-tf
-    postings skipped: adding 0 changes no sum), then added term by term, so
-    each chunk's sums run in query-term order.
+    postings skipped: adding 0 changes no sum), then added list by list, so
+    each chunk's sums run in list order.
     """
     if not lists:
-        return np.zeros(0, np.int64), np.zeros(0)
+        return np.zeros(0, np.int64), np.zeros((3, 0))
     sizes = [len(lst) for lst in lists]
     bounds = np.concatenate(([0], np.cumsum(sizes)))
     postings = np.concatenate(lists).astype(_NATIVE)
-    keys = postings["key"]
-    top = int(keys.max(initial=0)) + 1
-    dense = top <= max(8 * len(keys), 4_000_000)
-    if dense:  # positions = keys
-        pos = keys
-        seen = np.zeros(top, dtype=bool)
-        seen[keys] = True
-        present = np.flatnonzero(seen)
-        size = top
-    else:
-        present, pos = np.unique(keys, return_inverse=True)
-        size = len(present)
+    present, pos = _positions(postings["key"])
     tf, length = postings["tf"], postings["len"]
     t1, t2 = formula.tables(int(tf.max(initial=0)), int(length.max(initial=0)))
     w = np.asarray(weights, dtype=np.float64).reshape(len(lists), 3)
-    acc = np.zeros((3, size))
+    acc = np.zeros((3, len(present)))
     for f in range(3):
         nz = np.flatnonzero(tf[:, f] > 0)
         if not len(nz):
@@ -547,8 +609,61 @@ def score_lists(
         for i in range(len(lists)):
             if cut[i] < cut[i + 1]:
                 row[p[cut[i] : cut[i + 1]]] += c[cut[i] : cut[i + 1]]
-    scores = acc[:, present].max(axis=0) if dense else acc.max(axis=0)
-    return present, scores
+    return present, acc
+
+
+def score_lists(
+    lists: Sequence[np.ndarray],
+    weights: Sequence[tuple[float, float, float]],
+    avg: tuple[float, float, float],
+    formula: Formula,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct chunk keys (ascending) and their scores, from each query term's
+    postings (in query-term order, the order the SQL sums in)."""
+    keys, sums = field_sums(lists, weights, avg, formula)
+    return keys, sums.max(axis=0, initial=0.0)
+
+
+def exact_sums(
+    parts: Sequence[Part],
+    keys: np.ndarray,
+    avg: tuple[float, float, float],
+    formula: Formula,
+) -> np.ndarray:
+    """Per-field sums ``(3, len(keys))`` of the chunks ``keys`` (distinct, ascending)
+    over all their postings in ``parts``, added in query-term order as
+    :func:`field_sums` would over each term's whole list."""
+    acc = np.zeros((3, len(keys)))
+    if not len(keys):
+        return acc
+    found = [part.postings["key"].astype(np.int64) for part in parts]
+    top = max(int(f.max(initial=0)) for f in found) + 1
+    where: np.ndarray | None = None
+    if top <= 16 * sum(len(f) for f in found):
+        where = np.full(top, -1, dtype=np.int32)
+        where[keys] = np.arange(len(keys))
+    hits = []
+    for part_keys in found:
+        if where is not None:
+            idx = where[part_keys]
+        else:
+            at = np.minimum(np.searchsorted(keys, part_keys), len(keys) - 1)
+            idx = np.where(keys[at] == part_keys, at, -1)
+        hits.append(np.flatnonzero(idx >= 0))
+        hits[-1] = np.stack((hits[-1], idx[hits[-1]]))
+    rows = [parts[i].postings[hits[i][0]].astype(_NATIVE) for i in range(len(parts))]
+    t1, t2 = formula.tables(
+        max(int(r["tf"].max(initial=0)) for r in rows),
+        max(int(r["len"].max(initial=0)) for r in rows),
+    )
+    for i in sorted(range(len(parts)), key=lambda i: parts[i].term):
+        tf, length, idx = rows[i]["tf"], rows[i]["len"], hits[i][1]
+        for f in range(3):
+            nz = np.flatnonzero(tf[:, f] > 0)
+            t = tf[nz, f]
+            c = (parts[i].weights[f] * t) / (t1[t] + t2[length[nz, f]] / avg[f])
+            acc[f, idx[nz]] += c
+    return acc
 
 
 def ranked(keys: np.ndarray, scores: np.ndarray, m: int) -> np.ndarray:
@@ -563,18 +678,170 @@ def ranked(keys: np.ndarray, scores: np.ndarray, m: int) -> np.ndarray:
     return np.asarray(sel[order])
 
 
-def client_top_k(
+class Lookup:
+    """Which chunk keys are live and pass the filters (and their ids): asked of
+    the server in batches, remembered for the rest of the query. Without filters,
+    a threshold only needs liveness, which the primary key's index answers
+    without reading the table (index-only, after VACUUM); ids are read for the
+    final hits alone."""
+
+    def __init__(self, conn: psycopg.Connection[Any], pred: str) -> None:
+        self._conn = conn
+        self._pred = pred
+        self.passing: dict[int, bool] = {}
+        self.ids: dict[int, str] = {}
+        self.calls = 0
+
+    def ask(self, keys: Sequence[int], ids: bool) -> None:
+        todo = [key for key in keys if key not in (self.ids if ids else self.passing)]
+        todo = [key for key in todo if self.passing.get(key, True)]  # known to fail: skip
+        if not todo:
+            return
+        self.calls += 1
+        param = ("{" + ",".join(map(str, todo)) + "}",)  # faster than a list's dumper
+        where = f" AND ({self._pred})" if self._pred else ""
+        if ids or self._pred:
+            found = dict(
+                self._conn.execute(
+                    f"SELECT ch.key, ch.id FROM ragline_chunks ch "
+                    f"WHERE ch.key = ANY(%s::bigint[]){where}",
+                    param,
+                ).fetchall()
+            )
+            self.ids.update((int(key), str(v)) for key, v in found.items())
+        else:
+            found = {
+                key: None
+                for (key,) in self._conn.execute(
+                    "SELECT key FROM ragline_chunks WHERE key = ANY(%s::bigint[])", param
+                ).fetchall()
+            }
+        for key in todo:
+            self.passing[key] = key in found
+
+    def best(
+        self, keys: np.ndarray, scores: np.ndarray, k: int, ids: bool = True
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best (key, score) with score > 0 of the chunks that pass, best
+        first, ties by key (the exhaustive statement's order); ``ids``: read
+        their chunk ids too (:attr:`ids`)."""
+        live = scores > 0
+        keys, scores = keys[live], scores[live]
+        out: list[tuple[int, float]] = []
+        done, m = 0, k + 16
+        while done < len(keys):
+            order = ranked(keys, scores, m)
+            batch = order[done:]
+            self.ask(keys[batch].tolist(), ids)
+            for j in batch:
+                key = int(keys[j])
+                if self.passing[key]:
+                    out.append((key, float(scores[j])))
+                    if len(out) == k:
+                        return out
+            done, m = len(order), 4 * m
+        return out
+
+    def kth(self, keys: np.ndarray, scores: np.ndarray, k: int) -> float:
+        """The k-th best score among chunks that pass (0 when fewer than k do)."""
+        best = self.best(keys, scores, k, ids=False)
+        return best[-1][1] if len(best) == k else 0.0
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :func:`prune_candidates` kept, and the work it did."""
+
+    keys: np.ndarray  # distinct chunk keys, ascending
+    scores: np.ndarray  # their exact scores
+    scored: int  # postings scored in full (the probe's and the parts not set aside)
+    postings: int  # postings of the query terms
+
+
+def prune_candidates(
+    parts: Sequence[Part],
+    avg: tuple[float, float, float],
+    formula: Formula,
+    k: int,
+    lookup: Lookup,
+    probe_postings: int = NUMPY_PROBE_POSTINGS,
+    min_postings: int = NUMPY_PRUNE_MIN_POSTINGS,
+) -> Pruned:
+    """Keys and exact scores of a set of chunks that holds the filtered top-k,
+    scoring fully only the parts that can lift a chunk into it.
+
+    MaxScore over parts, exact:
+
+    * A part's bound (:meth:`Formula.bound`) is the most one of its postings adds
+      per field, and every contribution is ≥ 0 (boosts ≥ 0), so a chunk's score
+      (max over fields of its sums) is at least its sum over any subset of its
+      postings and at most ``max_f Σ bound_f`` over the parts it is in.
+    * θ: the parts with the highest bounds (holding ≥ ``probe_postings``) are
+      scored; the k-th best such partial score among chunks that are live and
+      pass the filters (:class:`Lookup`) is ≤ the k-th best full score that passes.
+    * Parts are set aside, lowest bound first, while the sum of their bounds
+      stays below θ: a chunk found only in them scores < θ, so it is not in the
+      top-k. The other parts are scored; the k-th best of those partial scores
+      that passes raises θ; a chunk survives when its partial sums plus the
+      bounds set aside reach θ.
+    * Survivors are scored exactly (:func:`exact_sums`: each term's contribution,
+      looked up in the parts set aside too, added in query-term order, the
+      exhaustive scorer's order), so their scores are identical floats.
+
+    Every chunk left out scores strictly below k chunks that pass, so the top-k
+    of what is returned is the exhaustive top-k, ties included. Queries with
+    fewer than ``min_postings`` postings are scored in full.
+    """
+    total = sum(len(part.postings) for part in parts)
+    if total < min_postings:
+        probe_postings = total
+    by_top = sorted(range(len(parts)), key=lambda i: (-parts[i].top, len(parts[i].postings), i))
+    probe, held = [], 0
+    for i in by_top:
+        if held >= probe_postings:
+            break
+        probe.append(i)
+        held += len(parts[i].postings)
+    theta = 0.0
+    if len(probe) < len(parts):
+        keys, sums = field_sums(
+            [parts[i].postings for i in probe], [parts[i].weights for i in probe], avg, formula
+        )
+        theta = lookup.kth(keys, sums.max(axis=0, initial=0.0), k)
+    limit = theta * (1.0 - _SLACK)
+    rest = np.zeros(3)
+    aside: set[int] = set()
+    for i in reversed(by_top):  # lowest bound first
+        if float((rest + parts[i].bound).max()) < limit:
+            rest += parts[i].bound
+            aside.add(i)
+    if not aside:  # every part is scored: exactly, in query-term order
+        order = sorted(range(len(parts)), key=lambda i: parts[i].term)
+        keys, scores = score_lists(
+            [parts[i].postings for i in order], [parts[i].weights for i in order], avg, formula
+        )
+        return Pruned(keys, scores, total + (held if theta else 0), total)
+    scored = [i for i in range(len(parts)) if i not in aside]
+    keys, sums = field_sums(
+        [parts[i].postings for i in scored], [parts[i].weights for i in scored], avg, formula
+    )
+    theta = max(theta, lookup.kth(keys, sums.max(axis=0, initial=0.0), k))
+    hi = (sums + rest[:, None]).max(axis=0, initial=0.0)
+    keys = keys[hi >= theta * (1.0 - 2 * _SLACK)]
+    scores = exact_sums(parts, keys, avg, formula).max(axis=0, initial=0.0)
+    work = held + sum(len(parts[i].postings) for i in scored)
+    return Pruned(keys, scores, work, total)
+
+
+def read_parts(
     conn: psycopg.Connection[Any],
     counts: Mapping[str, int],
-    k: int,
-    pred: str,
     boosts: FieldBoosts,
     formula: Formula,
-) -> list[tuple[str, float]]:
-    """:func:`keyword_sql`'s result, scored in numpy from the postings read in one
-    statement (packed, 32 bytes each: the packed lists plus the rows of chunks
-    newer than their watermark) instead of in SQL's expression evaluator.
-    Runs in one REPEATABLE READ snapshot (the caller's transaction)."""
+) -> tuple[list[Part], tuple[float, float, float]]:
+    """The query terms' postings in parts (packed parts, and the rows newer than
+    the watermark as one more part per term) with their bounds, and the average
+    field lengths: three statements in the caller's snapshot."""
     terms = sorted(counts)
     df, n = _stats(conn, terms)
     state = conn.execute(_STATE_SQL).fetchone()
@@ -582,42 +849,51 @@ def client_top_k(
     mark = int(state[3]) if state else 0
     present = [t for t in terms if t in df]
     if not present:
-        return []
-    rows = conn.cursor(binary=True).execute(_FETCH_SQL, {"terms": present, "mark": mark})
-    packed: dict[int, list[bytes]] = {}
-    for o, data in rows.fetchall():
-        packed.setdefault(int(o) - 1, []).append(bytes(data))
-    lists, weights = [], []
+        return [], avg
     boost = (boosts.title, boosts.headings, boosts.text)
-    for i, term in enumerate(present):
-        if i not in packed:
-            continue
-        lists.append(np.frombuffer(b"".join(packed[i]), dtype=POSTING))
-        weights.append(
-            tuple(
-                formula.weight(boost[f], counts[term], float(n[f]), df[term][f]) for f in range(3)
-            )
+    weights = [
+        tuple(formula.weight(boost[f], counts[t], float(n[f]), df[t][f]) for f in range(3))
+        for t in present
+    ]
+    rows = conn.cursor(binary=True).execute(_FETCH_SQL, {"terms": present, "mark": mark})
+    parts = []
+    for o, part, max_tf, min_len, data in rows.fetchall():
+        i = int(o) - 1
+        w: tuple[float, float, float] = weights[i]  # type: ignore[assignment]
+        if part == NEWER:  # rows not packed: bounded by the weight itself (tf/(tf+K) < 1)
+            bound = np.asarray(w) * (1.0 + 4 * _SLACK)
+        else:
+            bound = formula.bound(w, max_tf, min_len, avg)
+        parts.append(Part(i, np.frombuffer(bytes(data), dtype=POSTING), w, bound))
+    return parts, avg
+
+
+def client_top_k(
+    conn: psycopg.Connection[Any],
+    counts: Mapping[str, int],
+    k: int,
+    pred: str,
+    boosts: FieldBoosts,
+    formula: Formula,
+    *,
+    prune: bool = True,
+    probe_postings: int = NUMPY_PROBE_POSTINGS,
+    min_postings: int = NUMPY_PRUNE_MIN_POSTINGS,
+) -> list[tuple[str, float]]:
+    """:func:`keyword_sql`'s result, scored in numpy from the postings read in one
+    statement (packed, 32 bytes each: the packed parts plus the rows of chunks
+    newer than their watermark) instead of in SQL's expression evaluator, with
+    MaxScore pruning over the parts (:func:`prune_candidates`) unless
+    ``prune=False`` or a boost is negative (then every posting is scored).
+    Runs in one REPEATABLE READ snapshot (the caller's transaction)."""
+    parts, avg = read_parts(conn, counts, boosts, formula)
+    lookup = Lookup(conn, pred)
+    if prune and min(boosts.title, boosts.headings, boosts.text) >= 0:
+        kept = prune_candidates(parts, avg, formula, k, lookup, probe_postings, min_postings)
+        keys, scores = kept.keys, kept.scores
+    else:
+        order = sorted(range(len(parts)), key=lambda i: parts[i].term)
+        keys, scores = score_lists(
+            [parts[i].postings for i in order], [parts[i].weights for i in order], avg, formula
         )
-    keys, scores = score_lists(lists, weights, avg, formula)  # type: ignore[arg-type]
-    live = scores > 0
-    keys, scores = keys[live], scores[live]
-    where = f" AND ({pred})" if pred else ""
-    out: list[tuple[str, float]] = []
-    done, m = 0, max(4 * k, 256)
-    while done < len(keys):
-        order = ranked(keys, scores, m)
-        batch = order[done:]
-        found = dict(
-            conn.execute(
-                f"SELECT ch.key, ch.id FROM ragline_chunks ch WHERE ch.key = ANY(%s){where}",
-                (keys[batch].tolist(),),
-            ).fetchall()
-        )
-        for j in batch:
-            chunk_id = found.get(int(keys[j]))
-            if chunk_id is not None:
-                out.append((str(chunk_id), float(scores[j])))
-                if len(out) == k:
-                    return out
-        done, m = len(order), 4 * m
-    return out
+    return [(lookup.ids[key], score) for key, score in lookup.best(keys, scores, k)]

@@ -14,9 +14,10 @@ Why it is built the way it is:
   so a query computes idf and avgdl from exact, current statistics, with the
   tokeniser and formula of :mod:`ragline.store.bm25` (LanceDB's, so scores
   agree across stores). No extension beyond pgvector is needed. By default a
-  query reads each term's postings packed in one value (written by
+  query reads each term's postings packed in parts by impact (written by
   :meth:`optimize`) plus the rows of newer chunks, and scores them in numpy,
-  bit for bit as the exhaustive SQL statement would; the SQL scorer with
+  bit for bit as the exhaustive SQL statement would, skipping the parts whose
+  bounds cannot lift a chunk into the top-k (MaxScore); the SQL scorer with
   MaxScore pruning remains (``bm25_scorer="sql"``). Both in
   :mod:`ragline.store.postgres.bm25`.
 * Vectors: an HNSW index (cosine, ``m``/``ef_construction``) on
@@ -123,6 +124,8 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         bm25_probe_postings: int = pg_bm25.PROBE_POSTINGS,
         bm25_scorer: str = "numpy",
         bm25_repack_fraction: float = pg_bm25.REPACK_FRACTION,
+        bm25_numpy_probe_postings: int = pg_bm25.NUMPY_PROBE_POSTINGS,
+        bm25_numpy_prune_min_postings: int = pg_bm25.NUMPY_PRUNE_MIN_POSTINGS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -156,12 +159,16 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         #: Where BM25 is scored (:data:`~ragline.store.postgres.bm25.SCORERS`);
         #: every scorer gives the exhaustive SQL statement's top-k.
         self.bm25_scorer = bm25_scorer
-        #: For the "sql" scorer: MaxScore pruning (False: score every posting).
+        #: MaxScore pruning, for either scorer (False: score every posting).
         self.bm25_prune = bm25_prune
         self.bm25_probe_postings = bm25_probe_postings
         #: optimize() packs the postings again once this share of the chunks
         #: was written or deleted since the last packing.
         self.bm25_repack_fraction = bm25_repack_fraction
+        #: Postings the numpy scorer's threshold probe scores (pg_bm25.prune_candidates).
+        self.bm25_numpy_probe_postings = bm25_numpy_probe_postings
+        #: Queries with fewer postings are scored in full (pg_bm25.NUMPY_PRUNE_MIN_POSTINGS).
+        self.bm25_numpy_prune_min_postings = bm25_numpy_prune_min_postings
         self._formula = pg_bm25.Formula(k1, b)
         self._dimension = dimension
         self._db = Connections(
@@ -459,7 +466,17 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
             with conn.transaction():
                 if self.bm25_scorer == "numpy":
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    return pg_bm25.client_top_k(conn, counts, k, pred, b, self._formula)
+                    return pg_bm25.client_top_k(
+                        conn,
+                        counts,
+                        k,
+                        pred,
+                        b,
+                        self._formula,
+                        prune=self.bm25_prune,
+                        probe_postings=self.bm25_numpy_probe_postings,
+                        min_postings=self.bm25_numpy_prune_min_postings,
+                    )
                 return pg_bm25.top_k(
                     conn,
                     counts,
