@@ -312,6 +312,20 @@ class Settings(BaseSettings):
         description="optimize() packs the PostgreSQL BM25 postings again once this share of "
         "the chunks was written or deleted since the last packing.",
     )
+    pg_bm25_probe_postings: int = Field(
+        5_000,
+        ge=1,
+        le=10_000_000,
+        description="Postings the numpy BM25 scorer scores first to find the k-th best score "
+        "it prunes against (chosen on the 1M index: results/postgres.md).",
+    )
+    pg_bm25_prune_min_postings: int = Field(
+        100_000,
+        ge=0,
+        le=1_000_000_000,
+        description="Queries with fewer postings are scored in full by the numpy BM25 scorer "
+        "(pruning's lookups cost more below; results/postgres.md).",
+    )
 
     # --- answering -------------------------------------------------------------------
     # Defaults of the calibrated values come from benchmarks/ (see docs/answers.md):

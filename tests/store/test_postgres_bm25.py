@@ -462,3 +462,20 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
         terms, mark = packed_meta(pg_url, schema)
         assert terms > 0 and mark > 0
         assert {q: store.keyword_candidates(q, 10) for q in want} == want
+
+
+def test_the_pruning_settings_reach_the_store(pg_url: str) -> None:
+    """RAGLINE_PG_BM25_PROBE_POSTINGS / _PRUNE_MIN_POSTINGS are what the numpy scorer
+    gets (a setting the factory dropped would silently keep the module default)."""
+    from ragline.settings import Settings
+    from ragline.store.factory import make_store
+
+    sep = "&" if "?" in pg_url else "?"
+    url = f"{pg_url}{sep}schema=t_bm25_settings_{time.monotonic_ns() % 10**9}"
+    settings = Settings(
+        store_url=url, pg_bm25_probe_postings=1_234, pg_bm25_prune_min_postings=56_789
+    )
+    with make_store(settings, DIM) as store:
+        assert isinstance(store, PostgresStore)
+        assert store.bm25_numpy_probe_postings == 1_234
+        assert store.bm25_numpy_prune_min_postings == 56_789

@@ -44,6 +44,8 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
             maintenance_work_mem_mb=settings.pg_maintenance_work_mem_mb,
             bm25_scorer=settings.pg_bm25_scorer,
             bm25_repack_fraction=settings.pg_bm25_repack_fraction,
+            bm25_numpy_probe_postings=settings.pg_bm25_probe_postings,
+            bm25_numpy_prune_min_postings=settings.pg_bm25_prune_min_postings,
         )
     if location.kind == "qdrant":
         from ragline.store.qdrant import QdrantStore
