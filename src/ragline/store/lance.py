@@ -996,7 +996,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         """Stored chunks with each chunk's stored vector, in the same read."""
         snap = self._mirrored() if ids else None
-        if snap is not None and snap.table_rows is not None:  # all in memory: no Arrow vectors
+        if snap is not None and snap.holds_rows and snap.table_rows is not None:  # no Arrow vectors
             at = np.asarray(
                 [snap.position[i] for i in dict.fromkeys(ids) if i in snap.position], np.int64
             )

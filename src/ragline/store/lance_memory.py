@@ -21,6 +21,13 @@ search sees one version, as a LanceDB query would: filters are LanceDB ``where``
 predicates evaluated on it (only row ids come back), applied as a mask before
 the top-k and cached per version and predicate; the final hits' rows are taken
 from it by row id.
+
+Rows of the final hits: a small snapshot keeps every chunk column in memory; a
+large one keeps all but :data:`DISK_COLUMNS` (strings dictionary-encoded: most
+repeat per document or section) and reads only those from LanceDB. Its take costs
+≈ 0.55 ms per column for 10 rows scattered over 1M rows (all 22 chunk columns:
+13 ms; benchmarks/results/search_core.md, section 7), so the columns it reads, not
+the rows, set the price.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from lancedb.table import AsyncTable
 
 from ragline.store.base import CHUNK_COLUMNS
@@ -65,6 +73,12 @@ BACKGROUND_ROWS = 20_000
 REFRESH_BATCH = 8192
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
+#: Chunk columns a large snapshot leaves on disk: long and unique per chunk (the
+#: text, its hash; the id is in ``Snapshot.ids``). The rest cost ≈ 110 MiB at 1M
+#: synthetic rows dictionary-encoded, and would cost 11 ms per search on disk.
+DISK_COLUMNS = ("text", "content_hash")
+#: The chunk columns a large snapshot keeps in memory.
+MEMORY_COLUMNS = tuple(c for c in CHUNK_COLUMNS if c not in {"id", *DISK_COLUMNS})
 _UNCACHED = object()
 
 
@@ -81,12 +95,19 @@ class Snapshot:
     keywords: KeywordIndex
     by_rowid: IntArray  # positions sorted by row id (for masks and takes)
     position: dict[str, int]  # chunk id → position
-    table_rows: pa.Table | None  # the chunk columns, row i = position i (small tables)
+    # row i = position i: every chunk column (small tables) or MEMORY_COLUMNS
+    table_rows: pa.Table | None
     stamp: tuple[int, int] | None = None  # the versions folder's (inode, mtime) seen before
 
     @property
     def rows(self) -> int:
         return int(self.rowids.shape[0])
+
+    @property
+    def holds_rows(self) -> bool:
+        """Whether every chunk column and the float32 vectors are in memory."""
+        held = self.table_rows is not None and self.table_rows.num_columns == len(CHUNK_COLUMNS)
+        return held and self.vectors.matrix is not None
 
     def positions(self, rowids: npt.NDArray[np.uint64]) -> IntArray:
         """Positions of the given row ids (ids this snapshot lacks are left out)."""
@@ -114,24 +135,26 @@ def build_snapshot(
     """``old`` minus the rows whose row id is not in ``rowids``, plus the rows of
     ``new_batches`` (chunk columns, ``vector`` and ``_rowid``), analysed one batch at
     a time. The chunk columns stay in memory while the snapshot has at most
-    ``keep_rows`` rows; the vectors are kept as ``layout`` says (``old``'s layout must
-    be the same; default: float32 only)."""
+    ``keep_rows`` rows, all but :data:`DISK_COLUMNS` above; the vectors are kept as
+    ``layout`` says (``old``'s layout must be the same; default: float32 only)."""
     from ragline.store.lance import arrow_to_chunks, arrow_vectors
 
     vectors = VectorIndexBuilder(len(rowids), dimension, layout or VectorLayout(True, False))
+    held = list(CHUNK_COLUMNS) if len(rowids) <= keep_rows else list(MEMORY_COLUMNS)
+    # the chunk columns are kept when ``old`` kept the same ones for its rows
+    keeping = old is None or (old.table_rows is not None and old.table_rows.column_names == held)
+    tables: list[pa.Table] = []
     if old is None:
         keywords = KeywordIndex.empty()
         kept_rowids = np.zeros(0, np.uint64)
         kept_ids = np.zeros(0, dtype=object)
-        kept_table: pa.Table | None = None
     else:
         keep = np.flatnonzero(np.isin(old.rowids, rowids)).astype(np.int64)
         keywords = old.keywords.kept(keep)
         vectors.add_kept(old.vectors, keep)  # each vector written once, into its final place
         kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
-        kept_table = old.table_rows.take(keep) if old.table_rows is not None else None
-    keeping = len(rowids) <= keep_rows and (old is None or kept_table is not None)
-    tables: list[pa.Table] = [] if kept_table is None else [kept_table]
+        if keeping and old.table_rows is not None:
+            tables.append(old.table_rows.take(keep))
     new_rowids: list[npt.NDArray[np.uint64]] = []
     new_ids: list[npt.NDArray[np.object_]] = []
 
@@ -143,13 +166,15 @@ def build_snapshot(
             new_ids.append(ids)
             vectors.add(arrow_vectors(batch, dimension))
             if keeping:
-                tables.append(batch.select(list(CHUNK_COLUMNS)))
+                tables.append(held_columns(batch, held))
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
 
     keywords = keywords.appended_batches(analysed())
     all_rowids = np.concatenate([kept_rowids, *new_rowids])
     all_ids = np.concatenate([kept_ids, *new_ids])
-    table_rows = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
+    table_rows = None
+    if keeping and tables:
+        table_rows = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
     return Snapshot(
         table=table,
         version=version,
@@ -162,6 +187,32 @@ def build_snapshot(
         position={i: n for n, i in enumerate(all_ids.tolist())},
         table_rows=table_rows,
     )
+
+
+def held_columns(batch: pa.Table, held: list[str]) -> pa.Table:
+    """The ``held`` columns of ``batch`` as a snapshot keeps them, in buffers of their
+    own: LanceDB's columns can be slices of one allocation holding the whole read, so
+    a kept slice would keep the batch's text and vectors alive (1M rows: 5.3 GiB
+    peak instead of 2.5). A large table's strings are dictionary-encoded (a
+    document's rows share its source, title, …; 4 bytes a row instead of the string)."""
+    part = batch.select(held)
+    encode = len(held) != len(CHUNK_COLUMNS)
+    columns = [
+        pc.dictionary_encode(c).combine_chunks()
+        if encode and pa.types.is_string(c.type)
+        else pa.concat_arrays(c.chunks)  # a copy
+        if c.num_chunks
+        else pa.array([], c.type)
+        for c in part.columns
+    ]
+    return pa.Table.from_arrays(columns, names=held)
+
+
+def _decoded(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """``column`` with a dictionary encoding undone (the rows a caller gets are plain)."""
+    if pa.types.is_dictionary(column.type):
+        return column.cast(column.type.value_type)
+    return column
 
 
 def _stamp(versions_dir: Path | None) -> tuple[int, int] | None:
@@ -349,15 +400,35 @@ class LanceMirror:
         return mask
 
     def rows(self, snap: Snapshot, positions: IntArray, columns: list[str]) -> pa.Table:
-        """The rows at ``positions`` of ``snap`` (any order): from memory when the
-        snapshot keeps its chunk columns (plus ``vector`` from the matrix), else taken
-        from LanceDB by row id."""
-        if snap.table_rows is not None and set(columns) <= {*CHUNK_COLUMNS, "vector"}:
-            out = snap.table_rows.take(positions)
-            if "vector" in columns:
+        """The rows at ``positions`` of ``snap`` (any order), with ``columns``: what the
+        snapshot holds from memory (``id``, its chunk columns, ``vector`` from a float32
+        matrix), the rest taken from LanceDB by row id in one read."""
+        held = set() if snap.table_rows is None else set(snap.table_rows.column_names)
+        from_disk = [
+            c
+            for c in columns
+            if c not in held and c != "id" and (c != "vector" or snap.vectors.matrix is None)
+        ]
+        disk: pa.Table | None = None
+        if from_disk:
+            wanted = snap.rowids[positions]
+            take = snap.handle.take_row_ids(wanted.tolist()).select(from_disk).with_row_id()
+            disk = self._run(take.to_arrow())
+            got = disk.column("_rowid").to_numpy().astype(np.uint64)
+            order = np.argsort(got, kind="stable")
+            at = np.minimum(np.searchsorted(got[order], wanted), max(len(got) - 1, 0))
+            found = got[order][at] == wanted if len(got) else np.zeros(len(wanted), bool)
+            positions, disk = positions[found], disk.take(order[at[found]])
+        out: list[pa.ChunkedArray | pa.Array] = []
+        for c in columns:
+            if disk is not None and c in from_disk:
+                out.append(disk.column(c))
+            elif c == "id":
+                out.append(pa.array(snap.ids[positions].tolist(), pa.string()))
+            elif c == "vector":
                 raw = snap.vectors.raw(positions).reshape(-1)
-                vec = pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension)
-                out = out.append_column("vector", vec)
-            return out
-        wanted = snap.rowids[positions]
-        return self._run(snap.handle.take_row_ids(wanted.tolist()).select(columns).to_arrow())
+                out.append(pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension))
+            else:
+                assert snap.table_rows is not None
+                out.append(_decoded(snap.table_rows.column(c).take(positions)))
+        return pa.Table.from_arrays(out, names=columns)
