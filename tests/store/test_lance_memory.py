@@ -108,8 +108,8 @@ def test_rows_above_the_memory_limit_are_the_stored_chunks_and_follow_writes(
     ids = ["other/b/1", "acme/a/4", "missing", "acme/a/0", "acme/a/4"]
     got = store.chunks_with_vectors(ids)
     snap = store._mirror._snapshot  # type: ignore[union-attr]
-    assert snap is not None and not snap.holds_rows and snap.table_rows is not None
-    assert "text" not in snap.table_rows.column_names
+    assert snap is not None and not snap.holds_rows and snap.held is not None
+    assert "text" not in snap.held.names
     assert list(got) == ["other/b/1", "acme/a/4", "acme/a/0"]
     assert got["acme/a/4"][0] == written[4]
     want = plain.chunks_with_vectors(ids)
@@ -140,8 +140,8 @@ def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(tmp_path: Pat
     got = store.vector_candidates(q, 6)
     snap = store._mirror._snapshot  # type: ignore[union-attr]
     assert snap is not None and snap.rows == 10 and snap.vectors.codes is not None
-    assert snap.vectors.matrix is None and snap.table_rows is not None
-    assert tuple(snap.table_rows.column_names) == lance_memory.MEMORY_COLUMNS
+    assert snap.vectors.matrix is None and snap.table_rows is None
+    assert snap.held is not None and snap.held.names == lance_memory.MEMORY_COLUMNS
     want = plain.vector_candidates(q, 6)
     assert [i for i, _ in got] == [i for i, _ in want]
     np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=2e-3)

@@ -23,8 +23,9 @@ the top-k and cached per version and predicate; the final hits' rows are taken
 from it by row id.
 
 Rows of the final hits: a small snapshot keeps every chunk column in memory; a
-large one keeps all but :data:`DISK_COLUMNS` (strings dictionary-encoded: most
-repeat per document or section) and reads only those from LanceDB. Its take costs
+large one keeps all but :data:`DISK_COLUMNS` (:mod:`ragline.store.held_columns`:
+numbers, and codes into the distinct strings, which mostly repeat per document or
+section) and reads only those from LanceDB. Its take costs
 ≈ 0.55 ms per column for 10 rows scattered over 1M rows (all 22 chunk columns:
 13 ms; benchmarks/results/search_core.md, section 7), so the columns it reads, not
 the rows, set the price.
@@ -45,11 +46,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 from lancedb.table import AsyncTable
 
 from ragline.store.base import CHUNK_COLUMNS
 from ragline.store.bm25 import FieldTerms, chunk_terms
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import (
     BoolArray,
@@ -74,8 +75,8 @@ REFRESH_BATCH = 8192
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
 #: Chunk columns a large snapshot leaves on disk: long and unique per chunk (the
-#: text, its hash; the id is in ``Snapshot.ids``). The rest cost ≈ 110 MiB at 1M
-#: synthetic rows dictionary-encoded, and would cost 11 ms per search on disk.
+#: text, its hash; the id is in ``Snapshot.ids``). The rest take ≈ 70 MiB at 1M
+#: synthetic rows as held columns, and would cost ≈ 11 ms per search on disk.
 DISK_COLUMNS = ("text", "content_hash")
 #: The chunk columns a large snapshot keeps in memory.
 MEMORY_COLUMNS = tuple(c for c in CHUNK_COLUMNS if c not in {"id", *DISK_COLUMNS})
@@ -95,8 +96,8 @@ class Snapshot:
     keywords: KeywordIndex
     by_rowid: IntArray  # positions sorted by row id (for masks and takes)
     position: dict[str, int]  # chunk id → position
-    # row i = position i: every chunk column (small tables) or MEMORY_COLUMNS
-    table_rows: pa.Table | None
+    table_rows: pa.Table | None  # every chunk column, row i = position i (small tables)
+    held: HeldColumns | None = None  # MEMORY_COLUMNS of a large table, row i = position i
     stamp: tuple[int, int] | None = None  # the versions folder's (inode, mtime) seen before
 
     @property
@@ -106,8 +107,7 @@ class Snapshot:
     @property
     def holds_rows(self) -> bool:
         """Whether every chunk column and the float32 vectors are in memory."""
-        held = self.table_rows is not None and self.table_rows.num_columns == len(CHUNK_COLUMNS)
-        return held and self.vectors.matrix is not None
+        return self.table_rows is not None and self.vectors.matrix is not None
 
     def positions(self, rowids: npt.NDArray[np.uint64]) -> IntArray:
         """Positions of the given row ids (ids this snapshot lacks are left out)."""
@@ -140,10 +140,11 @@ def build_snapshot(
     from ragline.store.lance import arrow_to_chunks, arrow_vectors
 
     vectors = VectorIndexBuilder(len(rowids), dimension, layout or VectorLayout(True, False))
-    held = list(CHUNK_COLUMNS) if len(rowids) <= keep_rows else list(MEMORY_COLUMNS)
-    # the chunk columns are kept when ``old`` kept the same ones for its rows
-    keeping = old is None or (old.table_rows is not None and old.table_rows.column_names == held)
+    small = len(rowids) <= keep_rows
+    # the columns are kept when ``old`` kept the same ones for its rows
+    keeping = old is None or (old.table_rows is not None if small else old.held is not None)
     tables: list[pa.Table] = []
+    held: HeldColumnsBuilder | None = None
     if old is None:
         keywords = KeywordIndex.empty()
         kept_rowids = np.zeros(0, np.uint64)
@@ -153,28 +154,42 @@ def build_snapshot(
         keywords = old.keywords.kept(keep)
         vectors.add_kept(old.vectors, keep)  # each vector written once, into its final place
         kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
-        if keeping and old.table_rows is not None:
+        if keeping and small and old.table_rows is not None:
             tables.append(old.table_rows.take(keep))
     new_rowids: list[npt.NDArray[np.uint64]] = []
     new_ids: list[npt.NDArray[np.object_]] = []
 
+    def start(schema: pa.Schema) -> HeldColumnsBuilder:
+        """The held columns' builder, with ``old``'s kept rows in it."""
+        builder = HeldColumnsBuilder(schema, len(rowids))
+        if old is not None and old.held is not None:
+            builder.add_kept(old.held, keep)
+        return builder
+
     def analysed() -> Iterator[list[Mapping[str, FieldTerms]]]:
+        nonlocal held
         for batch in new_batches:
             new_rowids.append(batch.column("_rowid").to_numpy().astype(np.uint64))
             ids = np.empty(batch.num_rows, dtype=object)
             ids[:] = batch.column("id").to_pylist()
             new_ids.append(ids)
             vectors.add(arrow_vectors(batch, dimension))
-            if keeping:
-                tables.append(held_columns(batch, held))
+            if keeping and small:
+                tables.append(batch.select(list(CHUNK_COLUMNS)))
+            elif keeping:
+                if held is None:
+                    kept = old.held if old is not None else None
+                    schema = kept.schema if kept is not None else batch.schema
+                    held = start(pa.schema([schema.field(c) for c in MEMORY_COLUMNS]))
+                held.add(batch)
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
 
     keywords = keywords.appended_batches(analysed())
+    if keeping and not small and held is None and old is not None and old.held is not None:
+        held = start(old.held.schema)  # no new rows, only kept ones
     all_rowids = np.concatenate([kept_rowids, *new_rowids])
     all_ids = np.concatenate([kept_ids, *new_ids])
-    table_rows = None
-    if keeping and tables:
-        table_rows = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    table_rows = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
     return Snapshot(
         table=table,
         version=version,
@@ -186,33 +201,8 @@ def build_snapshot(
         by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
         position={i: n for n, i in enumerate(all_ids.tolist())},
         table_rows=table_rows,
+        held=None if held is None else held.done(),
     )
-
-
-def held_columns(batch: pa.Table, held: list[str]) -> pa.Table:
-    """The ``held`` columns of ``batch`` as a snapshot keeps them, in buffers of their
-    own: LanceDB's columns can be slices of one allocation holding the whole read, so
-    a kept slice would keep the batch's text and vectors alive (1M rows: 5.3 GiB
-    peak instead of 2.5). A large table's strings are dictionary-encoded (a
-    document's rows share its source, title, …; 4 bytes a row instead of the string)."""
-    part = batch.select(held)
-    encode = len(held) != len(CHUNK_COLUMNS)
-    columns = [
-        pc.dictionary_encode(c).combine_chunks()
-        if encode and pa.types.is_string(c.type)
-        else pa.concat_arrays(c.chunks)  # a copy
-        if c.num_chunks
-        else pa.array([], c.type)
-        for c in part.columns
-    ]
-    return pa.Table.from_arrays(columns, names=held)
-
-
-def _decoded(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """``column`` with a dictionary encoding undone (the rows a caller gets are plain)."""
-    if pa.types.is_dictionary(column.type):
-        return column.cast(column.type.value_type)
-    return column
 
 
 def _stamp(versions_dir: Path | None) -> tuple[int, int] | None:
@@ -403,7 +393,8 @@ class LanceMirror:
         """The rows at ``positions`` of ``snap`` (any order), with ``columns``: what the
         snapshot holds from memory (``id``, its chunk columns, ``vector`` from a float32
         matrix), the rest taken from LanceDB by row id in one read."""
-        held = set() if snap.table_rows is None else set(snap.table_rows.column_names)
+        held = set(CHUNK_COLUMNS) if snap.table_rows is not None else set()
+        held |= set(snap.held.names) if snap.held is not None else set()
         from_disk = [
             c
             for c in columns
@@ -428,7 +419,9 @@ class LanceMirror:
             elif c == "vector":
                 raw = snap.vectors.raw(positions).reshape(-1)
                 out.append(pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension))
+            elif snap.table_rows is not None:
+                out.append(snap.table_rows.column(c).take(positions))
             else:
-                assert snap.table_rows is not None
-                out.append(_decoded(snap.table_rows.column(c).take(positions)))
+                assert snap.held is not None
+                out.append(snap.held.take(c, positions))
         return pa.Table.from_arrays(out, names=columns)
