@@ -126,10 +126,16 @@ def test_rows_above_the_memory_limit_are_the_stored_chunks_and_follow_writes(
     assert len(hits) == 5 and [h.chunk for h in hits] == [stored[h.chunk.id][0] for h in hits]
 
 
-def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(tmp_path: Path) -> None:
-    """Past ``memory_rows`` the mirror keeps int8 codes + float16 rows: the next refresh
-    reads every row again in that layout, and the ranking stays LanceDB's."""
-    store = LanceStore(tmp_path / "index", dimension=DIM, memory_rows=5, int8_rows=10)
+@pytest.mark.parametrize("dims", [0, 8])
+def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(
+    tmp_path: Path, dims: int
+) -> None:
+    """Past ``memory_rows`` the mirror keeps int8 codes (of ``dims`` principal
+    components) + float16 rows: the next refresh reads every row again in that layout,
+    the ranking stays LanceDB's, also after a further write and a delete."""
+    store = LanceStore(
+        tmp_path / "index", dimension=DIM, memory_rows=5, int8_rows=10, int8_dims=dims
+    )
     plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
     write(store, "a", TEXTS, seed=1)
     q = unit(np.random.default_rng(8), 1)[0]
@@ -142,9 +148,17 @@ def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(tmp_path: Pat
     assert snap is not None and snap.rows == 10 and snap.vectors.codes is not None
     assert snap.vectors.matrix is None and snap.table_rows is None
     assert snap.held is not None and snap.held.names == lance_memory.MEMORY_COLUMNS
+    assert snap.vectors.codes.shape[1] == (dims or DIM)
     want = plain.vector_candidates(q, 6)
     assert [i for i, _ in got] == [i for i, _ in want]
     np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=2e-3)
+    write(store, "c", TEXTS[:2], seed=3)
+    store.delete_document("a")
+    got = store.vector_candidates(q, 20, {"tenant": "acme"})
+    snap = store._mirror._snapshot  # type: ignore[union-attr]
+    assert snap is not None and snap.rows == 7
+    want = plain.vector_candidates(q, 20, {"tenant": "acme"})
+    assert [i for i, _ in got] == [i for i, _ in want] and len(got) == 7
 
 
 def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(

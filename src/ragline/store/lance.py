@@ -486,6 +486,8 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         int8_rows: int = 0,
         int8_rerank: int = 2,
         int8_threads: int = 1,
+        int8_dims: int = 0,
+        int8_dims_rerank: int = 20,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -508,7 +510,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         #: In-process indexes mirroring the table (lance_memory); None: LanceDB's own.
         self._mirror = (
             LanceMirror(
-                dimension, _run, self._open_at, memory_rows, int8_rows, int8_rerank, int8_threads
+                dimension,
+                _run,
+                self._open_at,
+                memory_rows,
+                int8_rows,
+                int8_rerank,
+                int8_threads,
+                int8_dims,
+                int8_dims_rerank,
             )
             if memory_index
             else None

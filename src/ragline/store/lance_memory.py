@@ -239,12 +239,16 @@ class LanceMirror:
         int8_rows: int = 0,
         rerank: int = 2,
         threads: int = 1,
+        dims: int = 0,
+        dims_rerank: int = 20,
     ) -> None:
         self.dimension = dimension
         self.keep_rows = keep_rows
         self.int8_rows = int8_rows
         self.rerank = rerank
         self.threads = threads
+        self.dims = dims
+        self.dims_rerank = dims_rerank
         self._run = run
         self._open_at = open_at
         self._snapshot: Snapshot | None = None
@@ -321,8 +325,17 @@ class LanceMirror:
 
     def layout(self, rows: int) -> VectorLayout:
         """How a snapshot of ``rows`` rows keeps its vectors (float32 while its chunk
-        columns stay in memory too, int8 codes from ``int8_rows`` rows on)."""
-        return layout_for(rows, self.keep_rows, self.int8_rows, self.rerank, self.threads)
+        columns stay in memory too, int8 codes from ``int8_rows`` rows on, of ``dims``
+        principal components without float32)."""
+        return layout_for(
+            rows,
+            self.keep_rows,
+            self.int8_rows,
+            self.rerank,
+            self.threads,
+            self.dims,
+            self.dims_rerank,
+        )
 
     def _diff(
         self, name: str, version: int, old: Snapshot | None
