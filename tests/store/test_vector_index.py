@@ -33,10 +33,26 @@ def test_zero_vectors_and_zero_queries_have_no_cosine() -> None:
     assert rows.tolist() == []
 
 
-@pytest.mark.parametrize("layout", [VectorLayout(True, False), VectorLayout(False, True)])
+LAYOUTS = [
+    VectorLayout(True, False),
+    VectorLayout(False, True),
+    VectorLayout(False, True, 20, 1, 2),
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_an_empty_index_finds_nothing(layout: VectorLayout) -> None:
     rows, sims = VectorIndex.empty(4, layout).search(np.ones(4, np.float32), 5, None)
     assert rows.tolist() == [] and sims.tolist() == []
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_mask_that_allows_no_row_finds_nothing(layout: VectorLayout) -> None:
+    vectors = np.random.default_rng(9).standard_normal((40, 4)).astype(np.float32)
+    index = VectorIndex.of(vectors, layout)
+    rows, sims = index.search(vectors[0], 5, np.zeros(40, dtype=bool))
+    assert rows.tolist() == [] and sims.tolist() == []
+    assert index.search(vectors[0], 5, None)[0].tolist()[0] == 0
 
 
 def test_kept_drops_rows() -> None:

