@@ -486,7 +486,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         int8_rows: int = 0,
         int8_rerank: int = 2,
         int8_threads: int = 1,
-        int8_dims: int = 0,
+        int8_dims: int = 256,
         int8_dims_rerank: int = 20,
     ) -> None:
         if dimension < 1:
