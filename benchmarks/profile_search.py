@@ -7,8 +7,9 @@ vectors, queries interleaved query by query so load drift hits every path alike:
   LanceDB's own vector and full-text queries (``RAGLINE_LANCE_MEMORY_INDEX=false``)
   and with the in-process mirror (the default), search only (precomputed query
   vectors); then each one's stages measured on the same query: the store's
-  candidate call, turning (id, score) pairs into hits, weighted fusion, and loading
-  the returned hits' rows;
+  candidate-and-fusion call (``weighted_candidates``: vector, BM25, fusion), loading
+  the returned hits' rows, and, for comparison, the previous path's fusion of
+  (id, score) pairs in Python;
 * ``baseline``: a script at the limit of plain Python + numpy: exact cosine over all
   vectors (one matmul), bm25s top-200 over title + text, the same weighted min-max
   fusion over dicts, rows from a Python list;
@@ -244,21 +245,28 @@ def main() -> None:
     depth = settings.candidates
 
     def breakdown(store: Any, q: str) -> dict[str, float]:
-        """The retriever's candidate path, stage by stage, on one query."""
+        """The retriever's candidate path, stage by stage, on one query; next to it
+        the previous path's fusion (the candidates as (id, score) pairs, fused by id
+        in Python) on the same query."""
         qv = fast.embed_query(q)
         out: dict[str, float] = {}
+        w = (settings.hybrid_vector_weight, settings.hybrid_keyword_weight)
         t0 = time.perf_counter()
-        vpairs, kpairs, ms = store.hybrid_candidates(qv, q, depth, scope, settings.boosts)
+        ranked, ms = store.weighted_candidates(qv, q, depth, scope, settings.boosts, w, 10)
         t1 = time.perf_counter()
-        out["store: vector + BM25 candidates (one call)"] = (t1 - t0) * 1000.0
+        out["store: candidates + weighted fusion (one call)"] = (t1 - t0) * 1000.0
         out["  of which vector alone"] = ms["vector"]
         out["  of which BM25 alone"] = ms["keyword"]
-        ranked = fuse(vpairs, kpairs, "hybrid", settings)
-        t3 = time.perf_counter()
-        out["weighted fusion on (id, score) pairs (Python)"] = (t3 - t1) * 1000.0
+        out["  of which fusion on row positions (numpy)"] = ms["fusion"]
         to_hits(ranked[:10], store, qv)
-        t4 = time.perf_counter()
-        out["rows of the 10 hits (+ vectors) → Hit objects"] = (t4 - t3) * 1000.0
+        t2 = time.perf_counter()
+        out["rows of the 10 hits (+ vectors) → Hit objects"] = (t2 - t1) * 1000.0
+        vpairs, kpairs, _ = store.hybrid_candidates(qv, q, depth, scope, settings.boosts)
+        t3 = time.perf_counter()
+        fuse(vpairs, kpairs, "hybrid", settings, 10)
+        out["previous path: fusion on (id, score) pairs (Python)"] = (
+            time.perf_counter() - t3
+        ) * 1000.0
         return out
 
     for q in warm:

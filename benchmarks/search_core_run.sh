@@ -3,7 +3,9 @@
 # in-process mirror next to the in-memory baseline and txtai (same process, same
 # query vectors, paths rotated query by query), search only and end to end, on
 # SciFact and on synthetic 10k / 100k / 1M indexes; /api/search throughput at 100k;
-# the mirror's peak RSS at 1M. Results go to benchmarks/results/core_*.md.
+# the mirror's peak RSS at 1M; the search's fixed cost with and without fusion in the
+# store (search_fixed_cost*.md) and the CPU of one /api/search request by part.
+# Results go to benchmarks/results/core_*.md.
 #
 #   WORK=/tmp/prof EVAL_CACHE=/tmp/evalcache TXTAI_SITE=/tmp/txtai bash benchmarks/search_core_run.sh
 #
@@ -26,7 +28,13 @@ uptime
 python profile_search.py --cache-dir "$cache" --txtai --no-lancedb --out "$results/core_scifact.md"
 python profile_search.py --synthetic 10000 --work-dir "$work" --txtai --no-lancedb \
   --queries 200 --out "$results/core_10000.md"
+python search_fixed_cost.py --cache-dir "$cache" --out "$results/search_fixed_cost.md"
+python search_fixed_cost.py --index "$work/scale-100000" --pool-index "$work/pool" \
+  --out "$results/search_fixed_cost_100000.md"
 python api_throughput.py "$work/scale-100000" --pool-index "$work/pool" --out "$results/core_api_100000.md"
+rm -f "$results/core_api_request_cost_100000.md"
+python api_request_cost.py "$work/scale-100000" --pool-index "$work/pool" \
+  --out "$results/core_api_request_cost_100000.md"
 /usr/bin/time -v python mirror_memory.py "$work/scale-1000000" > "$results/core_memory_1000000.txt" 2>&1
 python profile_search.py --synthetic 100000 --work-dir "$work" --txtai --no-lancedb \
   --queries 200 --out "$results/core_100000.md"

@@ -98,3 +98,24 @@ def test_status_reports_model_and_counts(index: Path) -> None:
     info = json.loads(result.stdout)
     assert info["model"] == info["configured_model"]
     assert info["chunks"] > 0 and info["tenants"] == {"default": info["documents"]}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "x y z"],
+        ["eval", "/nonexistent/beir"],
+        ["keys", "list"],
+    ],
+)
+def test_an_invalid_setting_is_named_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """Every command reads the settings the same way: exit 2 and the setting's name,
+    not pydantic's multi-line report."""
+    monkeypatch.setenv("RAGLINE_CANDIDATES", "many")
+    monkeypatch.setenv("RAGLINE_INDEX_DIR", str(tmp_path / "idx"))
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "invalid setting candidates" in result.stderr
+    assert "validation error" not in result.output + result.stderr

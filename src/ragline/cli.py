@@ -31,7 +31,7 @@ from ragline.mcp.cli import mcp_command
 from ragline.retrieve.retriever import SearchMode
 from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
-from ragline.settings import ChunkerName, GeneratorName, Settings
+from ragline.settings import ChunkerName, GeneratorName, Settings, invalid_setting
 from ragline.store.base import StoreError
 from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
@@ -69,10 +69,7 @@ def _engine(index: Path | None, **overrides: Any) -> Ragline:
     try:
         settings = Settings(**update)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        err.print(f"[red]error:[/] invalid setting {field}: {first['msg']}")
-        raise typer.Exit(2) from None
+        raise _fail(invalid_setting(e)) from None
     return Ragline(settings)
 
 

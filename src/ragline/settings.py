@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragline.store.base import FieldBoosts
@@ -33,6 +33,14 @@ CONFIDENCE_DEFAULTS: dict[str, tuple[float, float]] = {"e5": (0.88, 0.92)}
 def _env(name: str) -> AliasChoices:
     """Accept the spec's bare name, the RAGLINE_-prefixed one and the field name."""
     return AliasChoices(name, f"RAGLINE_{name}", name.lower())
+
+
+def invalid_setting(error: ValidationError) -> str:
+    """The first problem of a settings error in one line naming the setting, for the
+    command lines (pydantic's own message spans many lines and names the model)."""
+    first = error.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "settings"
+    return f"invalid setting {field}: {first['msg']}"
 
 
 class Settings(BaseSettings):
@@ -259,7 +267,7 @@ class Settings(BaseSettings):
             "LanceDB mirror, above lance_memory_rows: the int8 codes keep this many "
             "principal components (0: every dimension). 256 of 384 at 1M rows: a third "
             "fewer bytes scanned per query, recall of the exact top-200 0.999 with "
-            "lance_int8_dims_rerank 20 (benchmarks/results/search_core.md, section 7)."
+            "lance_int8_dims_rerank 20 (benchmarks/results/search_core.md, section 8)."
         ),
     )
     lance_int8_dims_rerank: int = Field(
@@ -482,6 +490,13 @@ class Settings(BaseSettings):
         le=1,
         description="Share of an answer sentence's key terms (rarity-weighted) the cited span "
         "must hold, on top of its years, names and figures (0 = those checks alone).",
+    )
+    extractive_claim_extra_min: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Learned evidence probability a sentence after the lead needs to be cited "
+        "too in an extractive answer to a statement (benchmarks/claim_citations.py).",
     )
 
     # --- evaluation (ragline eval) ------------------------------------------------------

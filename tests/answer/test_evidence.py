@@ -21,6 +21,7 @@ from ragline.answer.evidence import (
     bm25_scores,
     contradicted,
     coverage,
+    coverage_of,
     entities,
     evidence_score,
     expected_answer_type,
@@ -33,10 +34,13 @@ from ragline.answer.evidence import (
     rescore,
     sentence_features,
     standout,
+    term_set,
+    terms_of,
     unmet,
     why_not,
     years,
 )
+from ragline.store.bm25 import tokenize
 
 WIMBLEDON_2022 = "Elena Rybakina won the women's singles final at Wimbledon in 2022."
 WIMBLEDON_2018 = "Angelique Kerber won the 2018 Wimbledon women's singles title."
@@ -44,6 +48,9 @@ WIMBLEDON_2018 = "Angelique Kerber won the 2018 Wimbledon women's singles title.
 
 def test_years_and_numbers_are_told_apart() -> None:
     assert years("In 2018 and the 1990s, not 12018 or 2018.5") == {"2018", "1990"}
+    assert years("a p-value of 0.2014, version 1.2015") == set()
+    # d2l cites as :cite:`Srivastava.Hinton.Krizhevsky.ea.2014`: the year is met
+    assert years("(invented by :cite:`Srivastava.Hinton.Krizhevsky.ea.2014`)") == {"2014"}
     assert numbers("It costs 1,000 dollars, 2.50 each, 5% off; two of them in 2018.") == {
         "1000",
         "2.5",
@@ -285,3 +292,19 @@ def test_rescore_uses_the_probability_and_keeps_the_vetoes() -> None:
     assert yes[0].answers and yes[0].score > 0.99
     assert not yes[1].answers and yes[1].missing == ("2018",)  # another year still vetoes
     assert not any(e.answers for e in rescore(c, judged, feats, never, w))
+
+
+def test_remembered_terms_are_the_analysers_and_join_by_union() -> None:
+    """The check analyses a sentence and its passage apart and unites their terms;
+    that is what analysing them joined by a line break gives."""
+    sentence = "The Σ-networks converge in 2018 (see ResNet-50)."
+    passage = "Deep residual networks > Training\nResidual networks, ΟΔΟΣ, train faster."
+    assert terms_of(sentence) == tuple(tokenize(sentence))
+    joined = f"{sentence}\n{passage}"
+    assert term_set(sentence) | term_set(passage) == set(tokenize(joined))
+    lowered = term_set(sentence.lower()) | term_set(passage.lower())
+    assert lowered == set(tokenize(joined.lower()))
+    c = question_constraints("Do ResNet networks converge faster than VGG in 2018?")
+    w = TermWeights.of([sentence, passage])
+    assert coverage(c.terms, joined, w) == coverage_of(c.terms, lowered, w)
+    assert unmet(c, sentence, passage) == ["VGG"]

@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ragline.answer.candidates import candidates, is_answer_sentence, table_row_sentences
+from ragline.answer.candidates import (
+    Candidate,
+    candidates,
+    is_answer_sentence,
+    table_row_sentences,
+)
+from ragline.answer.citations import CitationTracker, SupportVerifier
 from ragline.answer.context import Context, build_context
 from ragline.answer.embedding_cache import EmbeddingCache
-from ragline.answer.evidence import EvidenceWeights, evidence_weights
+from ragline.answer.evidence import (
+    Evidence,
+    EvidenceWeights,
+    evidence_weights,
+    question_constraints,
+)
+from ragline.answer.generators import extractive_generator
 from ragline.answer.generators.base import GenerationRequest
-from ragline.answer.generators.extractive import ExtractiveGenerator, cite, select_sentences
+from ragline.answer.generators.extractive import (
+    ExtractiveGenerator,
+    cite,
+    claim_lead,
+    claim_lead_key,
+    select_sentences,
+)
+from ragline.answer.judging import ContextEvidence, judge_context
 from ragline.answer.sentences import segments
+from ragline.embed.base import Embedder
 from ragline.embed.tokenizer import TokenCounter
 from ragline.settings import Settings
 from ragline.types import Chunk, Hit
@@ -176,3 +196,136 @@ def test_evidence_led_answer_starts_with_the_answering_sentence_without_padding(
     # a threshold no sentence reaches: the generator alone falls back to relevance order
     strict = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.99))
     assert strict.compose(request) == ExtractiveGenerator(cache.vectors).compose(request)
+
+
+def test_the_answerers_evidence_check_is_reused_not_repeated(
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+    cache: EmbeddingCache,
+) -> None:
+    """A verdict made with the generator's own weights is reused (the question is not
+    embedded again, the answer is the same); one made with other weights is not."""
+    text = (
+        "The forget gate decides how much of the memory cell is kept. "
+        "The input gate decides how much of the new candidate enters the cell. "
+        "An LSTM was proposed by Hochreiter and Schmidhuber in 1997."
+    )
+    ctx = build_context([make_hit(make_chunk("a", text, title="LSTM"), 0.7, 1)], count_tokens, 2000)
+    question = "Which gate decides how much of the memory cell is kept?"
+    weights = EvidenceWeights(threshold=0.3)
+    seen: list[str] = []
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        seen.extend(texts)
+        return cache.vectors(texts)
+
+    gen = ExtractiveGenerator(embed, evidence=weights)
+    fresh = gen.compose(GenerationRequest(question, ctx))
+    assert question in seen
+    verdict = judge_context(question, ctx, cache.vectors, weights)
+    seen.clear()
+    reused = gen.compose(GenerationRequest(question, ctx, evidence=verdict))
+    assert reused == fresh and reused[0].text.startswith("The forget gate")
+    assert question not in seen
+    other = judge_context(question, ctx, cache.vectors, EvidenceWeights(threshold=0.99))
+    assert gen.compose(GenerationRequest(question, ctx, evidence=other)) == fresh
+    assert question in seen
+
+
+def test_the_citation_check_finds_the_cited_blocks_sentences_embedded(
+    embedder: Embedder,
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+) -> None:
+    """Generating embeds the cited block's other sentences (headings, short ones) in
+    one batch, so checking the citations afterwards asks the model for nothing."""
+    text = (
+        "Gates at work\n\nIt matters. "
+        "The forget gate decides how much of the memory cell is kept. "
+        "See below"
+    )
+    ctx = build_context([make_hit(make_chunk("a", text, title="LSTM"), 0.7, 1)], count_tokens, 2000)
+    cache = EmbeddingCache(embedder)
+    gen = ExtractiveGenerator(cache.vectors, evidence=EvidenceWeights(threshold=0.3))
+    answer = "".join(
+        d.text for d in gen.generate(GenerationRequest("What does the forget gate decide?", ctx))
+    )
+    assert answer == "The forget gate decides how much of the memory cell is kept [1]."
+    before = cache.embedded
+    tracker = CitationTracker(ctx, SupportVerifier(cache.vectors, 0.43, 0.6))
+    tracker.feed(answer)
+    citations = tracker.finish().citations
+    assert [c.supported for c in citations] == [True]
+    assert cache.embedded == before
+
+
+def test_a_claims_lead_prefers_a_long_late_sentence_over_a_slightly_likelier_opening() -> None:
+    """SciFact's rationale sentences are results: long and late in the abstract."""
+    opening = claim_lead_key(0.40, 12, 0.0)
+    result = claim_lead_key(0.30, 32, 1.0)
+    assert result > opening
+    # the probability still decides between sentences alike in length and place
+    assert claim_lead_key(0.40, 20, 0.5) > claim_lead_key(0.30, 20, 0.5)
+    # but not by much: a sentence far less likely is not taken for its length
+    assert claim_lead_key(0.40, 12, 0.0) > claim_lead_key(0.05, 40, 1.0)
+
+
+def test_a_claims_lead_is_rechosen_within_its_passage_only() -> None:
+    cands = (
+        Candidate(1, 0, "Topic opening of the first abstract here."),
+        Candidate(
+            1, 50, "A long results sentence of the first abstract, reporting what was found."
+        ),
+        Candidate(2, 0, "A long sentence of the second abstract that is late in it and long."),
+    )
+    judged = tuple(Evidence(i, p, True, 0.5, 0.5, 0.5) for i, p in enumerate((0.40, 0.30, 0.35)))
+    ev = ContextEvidence(
+        question_constraints("Aspirin lowers the risk."), cands, judged, judged[0], ()
+    )
+    assert claim_lead(ev, judged, judged[0]) is judged[1]
+    assert claim_lead(ev, judged, judged[2]) is judged[2]
+
+
+def test_a_claims_further_sentences_need_the_extra_bar(
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+    cache: EmbeddingCache,
+) -> None:
+    """A statement's answer cites a further sentence only when its learned probability
+    reaches ``RAGLINE_EXTRACTIVE_CLAIM_EXTRA_MIN`` (0.1, chosen on SciFact train);
+    a question's answer is not affected."""
+    first = make_chunk(
+        "a",
+        "Aspirin reduced the risk of colorectal cancer by a third in the trial cohort.",
+        title="Aspirin trial",
+        doc_id="d1",
+    )
+    second = make_chunk(
+        "b",
+        "Daily low doses of aspirin were given to patients with a history of adenomas.",
+        title="Aspirin dosing",
+        doc_id="d2",
+    )
+    ctx = build_context([make_hit(first, 0.7, 1), make_hit(second, 0.6, 2)], count_tokens, 2000)
+    weights = evidence_weights(Settings())
+    gen = extractive_generator(Settings(), cache.vectors)
+    assert gen.claim_extra_min == 0.1
+    found = tuple(candidates(ctx))
+    assert [c.block for c in found] == [1, 2]
+
+    def cited(text: str, probs: tuple[float, float]) -> list[int]:
+        judged = tuple(Evidence(i, p, p >= 0.065, 0.5, 0.5, 0.5) for i, p in enumerate(probs))
+        ev = ContextEvidence(
+            question_constraints(text), found, judged, judged[0], (), weights=weights
+        )
+        return [c.block for c in gen.compose(GenerationRequest(text, ctx, evidence=ev))]
+
+    claim = "Aspirin lowers the risk of colorectal cancer."
+    assert weights.learned_for(question_constraints(claim))
+    assert cited(claim, (0.12, 0.095)) == [1]  # within 0.75 of the lead, below the bar
+    assert cited(claim, (0.12, 0.11)) == [1, 2]
+    question = "Does aspirin lower the risk of colorectal cancer?"
+    assert cited(question, (0.12, 0.095)) == [1, 2]

@@ -89,7 +89,7 @@ def test_the_learned_scorer_judges_english_only(
     english = "Dropout zeroes a random fraction of the activations during training."
     weighted = evidence_weights(Settings(evidence_scorer="weighted"))
     for mode in ("claims-learned", "learned"):
-        w = evidence_weights(Settings(evidence_scorer=mode))  # type: ignore[arg-type]
+        w = evidence_weights(Settings(evidence_scorer=mode))
         got = judge_context(claim, topic_context, cache.vectors, w)
         want = judge_context(claim, topic_context, cache.vectors, weighted)
         assert not got.constraints.english and not w.learned_for(got.constraints)

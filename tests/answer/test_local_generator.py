@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
@@ -149,6 +149,7 @@ def test_a_consumer_that_stops_early_ends_the_decoding(count_tokens: TokenCounte
     gen = LocalGenerator(temperature=0.0, max_tokens=60)
     request = GenerationRequest(QUESTION, build_context(bee_hits(), count_tokens, 2000))
     stream = gen.generate(request)
+    assert isinstance(stream, Generator)
     first = next(stream)
     stream.close()
     full = [d.text for d in gen.generate(request)]

@@ -11,10 +11,15 @@ from typing import Any
 import pytest
 
 from ragline.embed.base import Embedder
-from ragline.retrieve.fusion import Fused, reciprocal_rank_fusion, weighted_fusion
+from ragline.retrieve.fusion import (
+    Fused,
+    reciprocal_rank_fusion,
+    weighted_fusion,
+    weighted_pairs,
+)
 from ragline.retrieve.retriever import Retriever, to_hits
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, Store
+from ragline.store.base import DocumentWrite, FieldBoosts, SearchDefaults, Store
 from ragline.store.lance import LanceStore
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -140,6 +145,35 @@ def test_hybrid_candidates_are_both_searches_at_once(store: LanceStore, embedder
             assert vec and set(ms) == {"vector", "keyword"} and ms["vector"] > 0
     assert store.hybrid_candidates(embedder.embed_query("x"), "?!", 5)[1] == []
     assert store.hybrid_candidates(embedder.embed_query("x"), "rock", 0)[:2] == ([], [])
+
+
+@pytest.mark.parametrize("limit", [None, 1, 3])
+def test_weighted_candidates_fuse_on_positions_like_the_pairs(
+    store: LanceStore, embedder: Embedder, limit: int | None
+) -> None:
+    """The mirror's fusion on row positions equals the default path (both candidate
+    lists fused by id) entry for entry, under filters and with empty lists too."""
+    w = (0.3, 0.7)
+    for q in [*QUERIES, "?!"]:
+        qv = embedder.embed_query(q)
+        for flt in (None, {"chapter": "water"}, {"chapter": "nowhere"}):
+            got, ms = store.weighted_candidates(qv, q, 5, flt, FieldBoosts(), w, limit)  # type: ignore[arg-type]
+            vec, kw, _ = store.hybrid_candidates(qv, q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
+            assert got == weighted_pairs(vec, kw, *w, limit=limit)
+            default, _ = SearchDefaults.weighted_candidates(
+                store,
+                qv,
+                q,
+                5,
+                flt,
+                FieldBoosts(),
+                w,
+                limit,  # type: ignore[arg-type]
+            )
+            assert got == default
+            assert set(ms) == {"vector", "keyword", "fusion"}
+            if flt is None:
+                assert got and ms["vector"] > 0
 
 
 def test_chunks_with_vectors_reads_the_stored_vectors(store: LanceStore) -> None:

@@ -7,6 +7,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ragline.retrieve.fusion import (
@@ -14,6 +15,7 @@ from ragline.retrieve.fusion import (
     reciprocal_rank_fusion,
     weighted_fusion,
     weighted_pairs,
+    weighted_positions,
     weighted_scored,
 )
 from ragline.types import Hit
@@ -232,3 +234,44 @@ def test_weighted_pairs_is_weighted_scored_on_pairs(limit: int | None) -> None:
 def test_weighted_pairs_rejects_non_finite_scores() -> None:
     with pytest.raises(ValueError, match="keyword_hits: hit 'b'"):
         weighted_pairs([("a", 0.5)], [("b", math.nan)])
+
+
+@pytest.mark.parametrize("limit", [None, 0, 1, 3, 10, 500])
+@pytest.mark.parametrize("unique", [True, False])
+def test_weighted_positions_is_weighted_pairs_on_positions(limit: int | None, unique: bool) -> None:
+    """The positions path gives exactly weighted_pairs' entries (scores bit for bit,
+    order, ranks, each list's own score), ties on score and rank broken by id across
+    the cut, duplicates within a list included, empty lists included."""
+    rng = np.random.default_rng(5)
+    names = np.array([f"c{i:02d}" for i in rng.permutation(60)], dtype=object)
+    for trial in range(60):
+        nv, nk = (0, 40) if trial == 0 else (40, 0) if trial == 1 else (40, 40)
+        if unique:
+            vpos, kpos = rng.permutation(60)[:nv], rng.permutation(60)[:nk]
+        else:
+            vpos, kpos = rng.integers(0, 60, nv), rng.integers(0, 60, nk)
+        # coarse scores, so fused scores and best ranks tie often
+        vs = np.sort(rng.integers(0, 4, nv) / 4).astype(np.float32)[::-1]
+        ks = np.sort(rng.integers(0, 3, nk) * 1.5).astype(np.float32)[::-1]
+        if trial == 2:
+            vs[:] = 0.5  # all equal: every entry normalises to 1
+        pairs_v = list(zip(names[vpos].tolist(), vs.tolist(), strict=True))
+        pairs_k = list(zip(names[kpos].tolist(), ks.tolist(), strict=True))
+        want = weighted_pairs(pairs_v, pairs_k, 0.4, 0.6, limit)
+        got = weighted_positions((vpos, vs), (kpos, ks), names, 0.4, 0.6, limit)
+        assert got == want
+
+
+def test_weighted_positions_rejects_bad_input() -> None:
+    names = np.array(["a", "b"], dtype=object)
+    with pytest.raises(ValueError, match="keyword_hits: hit 'b'"):
+        weighted_positions(
+            (np.array([0]), np.array([0.5])), (np.array([1]), np.array([math.inf])), names
+        )
+    with pytest.raises(ValueError, match="vector_weight"):
+        weighted_positions(
+            (np.array([0]), np.array([0.5])),
+            (np.array([1]), np.array([1.0])),
+            names,
+            vector_weight=-1.0,
+        )

@@ -18,6 +18,7 @@ import pytest
 from ragline.embed.base import Embedder, Vectors
 from ragline.embed.onnx import OnnxEmbedder
 from ragline.engine import Ragline
+from ragline.retrieve.fusion import Fused
 from ragline.retrieve.rerank import HeuristicReranker
 from ragline.retrieve.retriever import TIMING_KEYS, Retriever
 from ragline.settings import Settings
@@ -71,6 +72,21 @@ class RecordingStore:
     ) -> tuple[Ranking, Ranking, dict[str, float]]:
         self.calls.append(("hybrid_candidates", (query, k, filters, boosts)))
         return self.inner.hybrid_candidates(query_vector, query, k, filters, boosts)
+
+    def weighted_candidates(
+        self,
+        query_vector: Vectors,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+        weights: tuple[float, float] = (0.4, 0.6),
+        limit: int | None = None,
+    ) -> tuple[list[Fused], dict[str, float]]:
+        self.calls.append(("weighted_candidates", (query, k, filters, boosts)))
+        return self.inner.weighted_candidates(
+            query_vector, query, k, filters, boosts, weights, limit
+        )
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         self.calls.append(("chunks_with_vectors", list(ids)))
@@ -242,13 +258,19 @@ def test_single_modes_fail_where_crafted(lance: Store, minilm: OnnxEmbedder) -> 
 # --- filters and tenants --------------------------------------------------------------------
 
 
-def test_filters_and_tenant_reach_the_store(lance: Store, minilm: OnnxEmbedder) -> None:
+@pytest.mark.parametrize(
+    ("method", "call_name"), [("weighted", "weighted_candidates"), ("rrf", "hybrid_candidates")]
+)
+def test_filters_and_tenant_reach_the_store(
+    lance: Store, minilm: OnnxEmbedder, method: str, call_name: str
+) -> None:
     store = RecordingStore(lance)
-    retriever = Retriever(store, minilm, settings(candidates=7))  # type: ignore[arg-type]
+    s = settings(candidates=7, hybrid_merge_method=method)
+    retriever = Retriever(store, minilm, s)  # type: ignore[arg-type]
     filters: Filters = {"chapter": "ml"}
     result = retriever.search("learning rate", top_k=5, filters=filters)
     expected = {"chapter": "ml", "tenant": "default"}
-    (call,) = store.called("hybrid_candidates")
+    (call,) = store.called(call_name)
     assert call == ("learning rate", 7, expected, settings().boosts)
     assert filters == {"chapter": "ml"}  # the caller's dict is left alone
     assert result.hits

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -215,3 +216,40 @@ def test_several_workers_share_an_in_memory_limit_through_the_index_folder(
     assert backend() == str(tmp_path / "ratelimit.sqlite3")
     assert backend(rate_limit_backend="/srv/rl.sqlite3") == "/srv/rl.sqlite3"
     assert backend(rate_limit_per_minute=0) == "memory"  # no limit, nothing to share
+
+
+def test_limiters_say_whether_they_block(tmp_path: Path) -> None:
+    assert UnlimitedRateLimiter.blocking is False
+    assert MemoryRateLimiter(3).blocking is False
+    sqlite = SqliteRateLimiter(tmp_path / "rate.sqlite3", 3)
+    try:
+        assert sqlite.blocking is True
+    finally:
+        sqlite.close()
+
+
+class ThreadRecordingLimiter:
+    """Lets every request through and notes the thread each hit ran in."""
+
+    def __init__(self, blocking: bool) -> None:
+        self.blocking = blocking
+        self.threads: list[threading.Thread] = []
+
+    def hit(self, key: str, now: float | None = None) -> RateDecision:
+        self.threads.append(threading.current_thread())
+        return RateDecision(True, 10, 9, 0.0)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_the_middleware_runs_only_a_blocking_limiter_in_a_worker_thread(
+    docs_index: Path, serve: Any, blocking: bool
+) -> None:
+    """A non-blocking limiter is asked on the event loop (no thread hop per request);
+    one doing I/O in a worker thread, so it never stalls the loop."""
+    live = serve(docs_index, rate_limit_per_minute=10)
+    limiter = ThreadRecordingLimiter(blocking)
+    live.server.config.app.state.serve.limiter = limiter
+    with live.client() as c:
+        assert c.post("/api/search", json={"query": "chunk size"}).status_code == 200
+    (thread,) = limiter.threads
+    assert (thread is live.thread) is not blocking  # uvicorn's loop runs in live.thread

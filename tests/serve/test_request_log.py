@@ -103,3 +103,22 @@ def test_privacy_mode_keeps_only_hashes(
     for row in rows:
         assert row.question is None and row.answer is None and len(row.question_hash) == 64
     assert any(r.answer_hash and r.answer_chars > 0 for r in rows)
+
+
+def test_a_search_row_is_written_with_its_hits_and_timings(
+    tmp_path: Path, docs_index: Path, serve: Callable[..., LiveServer]
+) -> None:
+    """A successful search writes its row in the same worker-thread hop as the search:
+    exactly one row, its hits and stage timings those of the response."""
+    db = tmp_path / "querylog.sqlite3"
+    live = serve(docs_index, rate_limit_per_minute=0, query_log_url=str(db), query_log_salt="s")
+    with live.client() as c:
+        r = c.post("/api/search", json={"query": "chunk size", "max_results": 3})
+    assert r.status_code == 200
+    body = r.json()
+    (row,) = rows_of(db, 1)
+    assert row.status == "success" and row.status_code == 200
+    assert row.endpoint == "/api/search" and row.query_id == body["query_id"]
+    assert row.retrieved_chunk_ids == [h["id"] for h in body["hits"]] != []
+    assert row.latencies_ms == pytest.approx(body["timings_ms"], abs=1e-3)  # shown rounded
+    assert row.response_time_ms is not None and row.response_time_ms > 0

@@ -12,6 +12,7 @@ from tests.store.contract import make_chunk
 from ragline.store.bm25 import (
     KEYWORD_FIELDS,
     FieldStats,
+    FieldTerms,
     chunk_terms,
     combine_fields,
     field_score,
@@ -127,3 +128,96 @@ def test_counts_are_kept_compact_unless_they_do_not_fit() -> None:
     assert compact([1, 3, 65535]).dtype == np.uint16
     big = compact([1, 70000])
     assert big.dtype == np.float32 and big.tolist() == [1.0, 70000.0]
+
+
+def random_index(rng: np.random.Generator, rows: int) -> KeywordIndex:
+    """Rows over a skewed vocabulary (a few terms in most rows, many rare ones), short
+    titles and headings, and a block of exact copies so that scores tie."""
+    vocab = [f"t{i}" for i in range(40)]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+    items = []
+    for _ in range(rows):
+        item = {}
+        for name, size in zip(KEYWORD_FIELDS, (3, 4, 40), strict=True):
+            words = rng.choice(vocab, size=int(rng.integers(0, size + 1)), p=weights)
+            tf: dict[str, int] = {}
+            for w in words.tolist():
+                tf[w] = tf.get(w, 0) + 1
+            item[name] = FieldTerms(tf=tf, length=len(words))
+        items.append(item)
+    for i in rng.choice(rows, size=rows // 5, replace=False).tolist():
+        items[i] = items[0]  # copies of row 0: equal scores, ranked by row
+    return KeywordIndex.empty().appended(items)
+
+
+def exhaustive_top(
+    index: KeywordIndex,
+    query: dict[str, int],
+    boosts: tuple[float, float, float],
+    k: int,
+    allowed: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    scores = index.scores(query, boosts)
+    rows = top_k(scores, k, allowed)
+    rows = rows[scores[rows] > 0]
+    return rows, scores[rows]
+
+
+def test_pruned_top_k_is_the_exhaustive_top_k() -> None:
+    """MaxScore returns the exhaustive scorer's top-k: same rows, same float64 scores,
+    ties to the lower row, over random corpora, queries, boosts, masks and k."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for trial in range(12):
+        index = random_index(rng, int(rng.integers(50, 400)))
+        vocab = sorted(index.vocab)
+        for _ in range(25):
+            terms = rng.choice([*vocab, "absent"], size=int(rng.integers(1, 7)))
+            query = {str(t): int(rng.integers(1, 3)) for t in terms}
+            boosts = tuple(float(b) for b in rng.choice([0.0, 0.5, 1.0, 1.5, 2.0], size=3))
+            k = int(rng.choice([1, 3, 10, 50, 1000]))
+            allowed = None if trial % 3 == 0 else rng.random(index.rows) < rng.random()
+            want_rows, want_scores = exhaustive_top(index, query, boosts, k, allowed)  # type: ignore[arg-type]
+            rows, scores = index.top(query, boosts, k, allowed, min_rows=0)
+            assert rows.tolist() == want_rows.tolist()
+            assert scores.tolist() == want_scores.tolist()  # bit for bit
+            checked += len(rows)
+    assert checked > 5000
+
+
+def test_pruned_top_k_follows_appends_and_removals() -> None:
+    """Bounds are rebuilt with the rows: after appends and removals the top-k still
+    equals the exhaustive one (a stale bound would drop rows)."""
+    chunks = corpus(300, seed=9)
+    index = KeywordIndex.empty()
+    for part in (chunks[:50], chunks[50:]):
+        index = index.appended([chunk_terms(c) for c in part])
+    index = index.kept(np.array([i for i in range(300) if i % 4], dtype=np.int64))
+    index = index.appended([chunk_terms(make_chunk("x", 0, "bayes " * 30, title="bayes"))])
+    for query in QUERIES:
+        counts = dict(query_counts(query))
+        want = exhaustive_top(index, counts, (0.5, 1.5, 1.0), 20, None)
+        got = index.top(counts, (0.5, 1.5, 1.0), 20, None, min_rows=0)
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].tolist() == want[1].tolist()
+
+
+def test_exact_scores_rows_as_the_exhaustive_scorer_does() -> None:
+    index = KeywordIndex.empty().appended([chunk_terms(c) for c in corpus(200, seed=4)])
+    counts = dict(query_counts("gradient descent of the running network"))
+    rows = np.array([0, 3, 17, 18, 150, 199], dtype=np.int64)
+    full = index.scores(counts, (0.5, 1.5, 1.0))
+    assert index.exact(counts, (0.5, 1.5, 1.0), rows).tolist() == full[rows].tolist()
+
+
+def test_saturation_peaks_bound_every_posting() -> None:
+    index = KeywordIndex.empty().appended([chunk_terms(c) for c in corpus(120, seed=5)])
+    for f, m in enumerate(index.tf):
+        norm = index._norms[f]
+        for col in range(m.shape[1]):
+            lo, hi = m.indptr[col], m.indptr[col + 1]
+            tf = m.data[lo:hi].astype(np.float64)
+            sat = tf / (tf + norm[m.indices[lo:hi]])
+            peak = float(index._peaks[f][col])
+            assert (sat.max() <= peak <= sat.max() * (1 + 1e-6)) if hi > lo else peak == 0.0

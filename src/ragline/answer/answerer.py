@@ -23,7 +23,7 @@ from ragline.answer.confidence import (
     smalltalk_confidence,
     with_evidence,
 )
-from ragline.answer.context import Context, CountTokens, build_context
+from ragline.answer.context import CountTokens, build_context
 from ragline.answer.evidence import evidence_weights
 from ragline.answer.generators import extractive_generator
 from ragline.answer.generators.base import (
@@ -33,7 +33,7 @@ from ragline.answer.generators.base import (
     Generator,
     Message,
 )
-from ragline.answer.judging import judge_context
+from ragline.answer.judging import ContextEvidence, judge_context
 from ragline.answer.prompt import GENERATOR_DECLINED
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results
@@ -289,6 +289,7 @@ class Answerer:
         t = _lap(timings, "context", t)
         # The evidence check: a question about the selected text takes its words from
         # the selection, so its own words are not the constraints to check.
+        ev: ContextEvidence | None = None
         if s.evidence_check and not selected:
             ev = judge_context(q, context, self.verifier.embed, self.evidence_weights)
             t = _lap(timings, "evidence", t)
@@ -318,14 +319,13 @@ class Answerer:
                 )
                 yield StreamEvent("done", answer=answer)
                 return
-        yield from self._generate(q, turns, selected, context, confidence, result, timings, t0, t)
+        yield from self._generate(
+            GenerationRequest(q, context, turns, selected, ev), confidence, result, timings, t0, t
+        )
 
     def _generate(
         self,
-        q: str,
-        turns: tuple[Message, ...],
-        selected: str,
-        context: Context,
+        request: GenerationRequest,
         confidence: Confidence,
         result: SearchResult,
         timings: dict[str, float],
@@ -333,10 +333,10 @@ class Answerer:
         t: float,
     ) -> Iterator[StreamEvent]:
         s = self.settings
+        q, context = request.question, request.context
         tracker = CitationTracker(
             context, self.verifier, remove_unsupported=s.unsupported_citations == "remove"
         )
-        request = GenerationRequest(q, context, turns, selected)
         usage: dict[str, int] = {"context_tokens": context.token_count}
         error: str | None = None
         verify_ms = 0.0

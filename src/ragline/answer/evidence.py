@@ -28,8 +28,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ragline.store.bm25 import tf_weight, tokenize
@@ -65,7 +66,9 @@ _AGENTS = (
 _SMALL_WORDS = frozenset(["of", "from", "the", "a", "an", "and", "for", "to", "in", "on"])
 _TOKEN = re.compile(r"[A-Za-z]+|\d[\d,.]*")
 
-_YEAR = re.compile(r"(?<![\d.,])(1[5-9]\d\d|20\d\d)(?:s\b|(?![\d.,]\d))")
+#: A year: not part of a longer number or a decimal ("12018", "0.2014"), but one that
+#: ends a citation key ("Srivastava.Hinton.Krizhevsky.ea.2014") counts.
+_YEAR = re.compile(r"(?<![\d,])(?<!\d\.)(1[5-9]\d\d|20\d\d)(?:s\b|(?![\d.,]\d))")
 _NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])\s*(%|percent\b)?")
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'’\-]*")
@@ -113,6 +116,21 @@ _NOT_NAMES = frozenset(
 _QUESTION_TERMS = frozenset(
     tokenize("does many much what which how why when where who whose mean meaning called")
 )
+
+
+@lru_cache(maxsize=8192)
+def terms_of(text: str) -> tuple[str, ...]:
+    """``tokenize(text)`` remembered: one question's check analyses the same
+    sentences and passages many times over (each sentence's passage, the BM25
+    and rarity statistics, the citation check), and analysis was a third of it."""
+    return tuple(tokenize(text))
+
+
+@lru_cache(maxsize=8192)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct terms of ``text`` (see :func:`terms_of`). Terms never span a
+    line break, so a text joined from parts with ``"\n"`` has the union of theirs."""
+    return frozenset(terms_of(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +235,7 @@ def _counts(text: str, focus: Sequence[str], window: int = 5) -> bool:
     words = _TOKEN.findall(text)
     for i, w in enumerate(words):
         if w[0].isdigit() or w.lower() in _NUMBER_WORDS:
-            after = {t for x in words[i + 1 : i + 1 + window] for t in tokenize(x)}
+            after = {t for x in words[i + 1 : i + 1 + window] for t in terms_of(x)}
             if all(f in after for f in focus):
                 return True
     return False
@@ -273,8 +291,8 @@ def has_answer_type(text: str, kind: str | None, question: str = "") -> bool:
     if kind == EXPANSION:
         asked = [e for e in entities(question) if any(c.isupper() for c in e)]
         return any(_spells(text, a) for a in asked)
-    asked_terms = set(tokenize(question))
-    return any(not set(tokenize(e)) & asked_terms for e in entities(text))
+    asked_terms = term_set(question)
+    return any(not term_set(e) & asked_terms for e in entities(text))
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -289,9 +307,11 @@ def unmet(c: Constraints, sentence: str, passage: str) -> list[str]:
     have_years = years(where)
     missing = [y for y in sorted(c.years) if y not in have_years]
     missing += [q for q in c.quoted if not _contains(where, q)]
-    stems = set(tokenize(where))
+    if not c.entities:
+        return missing
+    stems = term_set(sentence.lower()) | term_set(passage.lower())
     for e in c.entities:
-        terms = tokenize(e)
+        terms = terms_of(e)
         if _contains(where, e) or (terms and all(t in stems for t in terms)):
             continue
         if e.isalpha() and sum(ch.isupper() for ch in e) >= 2 and _spells(passage, e):
@@ -340,7 +360,7 @@ class TermWeights:
         n = 0
         for s in sentences:
             n += 1
-            df.update(set(tokenize(s)))
+            df.update(term_set(s))
         return cls(dict(df), n)
 
     def weight(self, term: str) -> float:
@@ -350,9 +370,13 @@ class TermWeights:
 
 def coverage(terms: Sequence[str], text: str, weights: TermWeights) -> float:
     """Share (0…1) of the terms' total weight that ``text`` contains."""
+    return coverage_of(terms, term_set(text), weights)
+
+
+def coverage_of(terms: Sequence[str], have: Set[str], weights: TermWeights) -> float:
+    """:func:`coverage` of a text whose distinct terms are ``have``."""
     if not terms:
         return 1.0
-    have = set(tokenize(text))
     total = sum(weights.weight(t) for t in terms)
     if total <= 0:
         return 1.0
@@ -363,7 +387,7 @@ def bm25_scores(
     terms: Sequence[str], sentences: Sequence[str], weights: TermWeights
 ) -> list[float]:
     """BM25 of the question terms against each sentence (statistics of these sentences)."""
-    toks = [tokenize(s) for s in sentences]
+    toks = [terms_of(s) for s in sentences]
     avg = sum(len(t) for t in toks) / len(toks) if toks else 1.0
     out = []
     for t in toks:
@@ -457,7 +481,7 @@ def judge(
     out: list[Evidence] = []
     for i, (s, p, cos) in enumerate(zip(sentences, passages, cosines, strict=True)):
         sc = coverage(c.terms, s, weights)
-        pc = coverage(c.terms, f"{s}\n{p}", weights)
+        pc = coverage_of(c.terms, term_set(s) | term_set(p), weights)  # s + "\n" + p
         score = evidence_score(sc, pc, cos, w)
         missing = tuple(unmet(c, s, p))
         type_ok = has_answer_type(s, c.answer_type, question)

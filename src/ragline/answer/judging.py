@@ -42,6 +42,8 @@ class ContextEvidence:
     best: Evidence | None
     bm25: tuple[float, ...]
     features: tuple[tuple[float, ...], ...] = ()  # :data:`~ragline.answer.evidence.FEATURES`
+    #: The weights it was judged with (a generator reuses the verdict only under its own).
+    weights: EvidenceWeights | None = None
 
     @property
     def answers(self) -> bool:
@@ -69,7 +71,7 @@ def judge_context(
     c = question_constraints(question)
     found = candidates(context)
     if not found:
-        return ContextEvidence(c, (), (), None, ())
+        return ContextEvidence(c, (), (), None, (), weights=weights)
     texts = [cand.text for cand in found]
     vecs = embed([question, *texts])
     cos = np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
@@ -96,5 +98,11 @@ def judge_context(
     if weights.scorer is not None and weights.learned_for(c):
         judged = rescore(c, judged, feats, weights.scorer, weights)
     return ContextEvidence(
-        c, tuple(found), tuple(judged), best_evidence(judged), tuple(bm25), tuple(feats)
+        c,
+        tuple(found),
+        tuple(judged),
+        best_evidence(judged),
+        tuple(bm25),
+        tuple(feats),
+        weights,
     )

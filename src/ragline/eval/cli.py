@@ -51,7 +51,7 @@ from ragline.eval.runs import (
     retrieval_settings,
     run_retrieval,
 )
-from ragline.settings import Settings
+from ragline.settings import Settings, invalid_setting
 from ragline.store.base import StoreError
 
 out = Console()
@@ -67,9 +67,7 @@ def _settings(cache_dir: Path | None) -> Settings:
     try:
         s = Settings()
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise _fail(f"invalid setting {field}: {first['msg']}") from None
+        raise _fail(invalid_setting(e)) from None
     if cache_dir is not None:
         s = s.model_copy(update={"eval_cache_dir": cache_dir})
     return s

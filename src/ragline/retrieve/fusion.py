@@ -22,6 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from ragline.types import Hit
 
 Normalisation = Literal["minmax", "none"]
@@ -222,6 +225,117 @@ def weighted_pairs(
         Fused(cid, fused[cid], r, raw_v.get(cid), raw_k.get(cid))
         for r, (_, _, cid) in enumerate(keys, start=1)
     ]
+
+
+def weighted_positions(
+    vector: tuple[npt.NDArray[np.integer], npt.NDArray[np.floating]],
+    keyword: tuple[npt.NDArray[np.integer], npt.NDArray[np.floating]],
+    ids: npt.NDArray[np.object_],
+    vector_weight: float = 0.4,
+    keyword_weight: float = 0.6,
+    limit: int | None = None,
+) -> list[Fused]:
+    """:func:`weighted_pairs` on candidates known by row position (``(positions,
+    scores)`` per list, best first; ``ids[position]`` is the chunk id), in numpy:
+    ids are looked up for the returned head only. The same float64 operations as
+    :func:`weighted_pairs`, so scores, order and ranks are identical (ties: fused
+    score, best single-list rank, id); 2 × 200 candidates fuse several times faster
+    (benchmarks/results/search_fixed_cost.md)."""
+    _check_weight("vector_weight", vector_weight)
+    _check_weight("keyword_weight", keyword_weight)
+    lists = [
+        (np.asarray(pos, dtype=np.int64), np.asarray(raw, dtype=np.float64), name)
+        for (pos, raw), name in ((vector, "vector_hits"), (keyword, "keyword_hits"))
+    ]
+    for pos, raw, name in lists:
+        bad = np.flatnonzero(~np.isfinite(raw))
+        if len(bad):
+            cid, score = ids[pos[bad[0]]], float(raw[bad[0]])
+            raise ValueError(f"{name}: hit {cid!r} has a non-finite score {score!r}")
+    (vpos, vraw, _), (kpos, kraw, _) = lists
+    vrank = np.arange(1, len(vpos) + 1, dtype=np.int64)
+    krank = np.arange(1, len(kpos) + 1, dtype=np.int64)
+    pairs = _shared(vpos, kpos)
+    if pairs is None:  # an id listed twice in one list counts once, at its first place
+        vpos, vraw, vrank = _first_only(vpos, vraw, vrank)
+        kpos, kraw, krank = _first_only(kpos, kraw, krank)
+        pairs = _shared(vpos, kpos)
+        assert pairs is not None
+    nv = len(vpos)
+    part = np.concatenate(
+        [vector_weight * _minmax_array(vraw), keyword_weight * _minmax_array(kraw)]
+    )
+    rank = np.concatenate([vrank, krank])
+    own_v = np.concatenate([vraw, np.full(len(kraw), np.nan)])  # NaN: not in that list
+    own_k = np.concatenate([np.full(nv, np.nan), kraw])
+    i, j = pairs  # entry i (vector list) and entry j (keyword list) are one chunk
+    part[i] = part[i] + part[j]  # vector part + keyword part, as weighted_pairs adds them
+    rank[i] = np.minimum(rank[i], rank[j])
+    own_k[i] = own_k[j]
+    keep = np.ones(len(part), dtype=bool)
+    keep[j] = False
+    entry = np.flatnonzero(keep)
+    entry = entry[np.lexsort((rank[entry], -part[entry]))]
+    if limit is not None and limit < len(entry):
+        cut = max(limit, 0)
+        if cut:  # entries tied with the last kept one on (score, rank) may outrank it by id
+            last = entry[cut - 1]
+            while cut < len(entry) and (
+                part[entry[cut]] == part[last] and rank[entry[cut]] == rank[last]
+            ):
+                cut += 1
+        entry = entry[:cut]
+    keys = sorted(
+        zip(
+            (-part[entry]).tolist(),
+            rank[entry].tolist(),
+            ids[np.concatenate([vpos, kpos])[entry]].tolist(),
+            own_v[entry].tolist(),
+            own_k[entry].tolist(),
+            strict=True,
+        )
+    )
+    if limit is not None:
+        keys = keys[: max(limit, 0)]
+    return [
+        Fused(cid, -neg, r, None if v != v else v, None if k != k else k)
+        for r, (neg, _, cid, v, k) in enumerate(keys, start=1)
+    ]
+
+
+def _shared(
+    vpos: npt.NDArray[np.int64], kpos: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """(vector entries, keyword entries) at the same position, as indexes into the
+    two lists concatenated; None when a list repeats a position."""
+    both = np.concatenate([vpos, kpos])
+    order = np.argsort(both, kind="stable")
+    same = np.flatnonzero(both[order[1:]] == both[order[:-1]])
+    first, second = order[same], order[same + 1]
+    nv = len(vpos)
+    if ((first >= nv) | (second < nv)).any():
+        return None
+    return first, second
+
+
+def _first_only(
+    pos: npt.NDArray[np.int64], raw: npt.NDArray[np.float64], rank: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Each position's first entry (its score and 1-based rank), in list order."""
+    _, first = np.unique(pos, return_index=True)
+    first.sort()
+    return pos[first], raw[first], rank[first]
+
+
+def _minmax_array(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """:func:`_minmax` on an array (the same float64 operations)."""
+    if not len(scores):
+        return scores
+    lo, hi = scores.min(), scores.max()
+    if hi == lo:
+        return np.ones_like(scores)
+    out: npt.NDArray[np.float64] = (scores - lo) / (hi - lo)
+    return out
 
 
 def _first_scores(pairs: Sequence[tuple[str, float]], name: str) -> dict[str, float]:

@@ -189,7 +189,8 @@ class Retriever:
         ``expand=0`` turns both off (evaluation rankings, benchmarks).
 
         One path for every store and mode: candidates by id and score
-        (``max(candidates, top_k)`` deep) → fuse → cosine for keyword-only
+        (``max(candidates, top_k)`` deep) → fuse (in the store for weighted hybrid,
+        which fuses on its own row positions where it can) → cosine for keyword-only
         candidates when a threshold needs it → threshold → the head's chunks (with
         their vectors, which give the remaining keyword-only hits their cosine) in
         one read → rerank (``rrf_rerank`` only) → cut to ``top_k`` → expand. The
@@ -213,26 +214,31 @@ class Retriever:
             qvec = self.embedder.embed_query(query)
             clock.lap("embed")
 
-        # 1. candidates by id and score
+        # 1. candidates by id and score, 2. fused, thresholded and cut on ids; a
+        # threshold needs every candidate's cosine, without one only the head the
+        # reranker or the cut keeps is needed (weighted hybrid: the store fuses)
         store = self.store
+        head = None if threshold > 0 else (rerank_depth if rerank else top_k)
         vector: Ranking = []
         keyword: Ranking = []
-        if mode == "hybrid":
+        if mode == "hybrid" and s.hybrid_merge_method == "weighted":
             assert qvec is not None
-            vector, keyword, ms = store.hybrid_candidates(qvec, query, depth, scope, s.boosts)
-            clock.overlapped({"vector": ms["vector"], "keyword": ms["keyword"]})
-        elif mode == "vector":
-            assert qvec is not None
-            vector = store.vector_candidates(qvec, depth, scope)
-            clock.lap("vector")
+            w = (s.hybrid_vector_weight, s.hybrid_keyword_weight)
+            ranked, ms = store.weighted_candidates(qvec, query, depth, scope, s.boosts, w, head)
+            clock.overlapped(ms)
         else:
-            keyword = store.keyword_candidates(query, depth, scope, s.boosts)
-            clock.lap("keyword")
-
-        # 2. fuse, threshold and cut on ids; a threshold needs every candidate's cosine
-        # without a threshold only the head the reranker or the cut keeps is needed
-        head = None if threshold > 0 else (rerank_depth if rerank else top_k)
-        ranked = fuse(vector, keyword, mode, s, head)
+            if mode == "hybrid":
+                assert qvec is not None
+                vector, keyword, ms = store.hybrid_candidates(qvec, query, depth, scope, s.boosts)
+                clock.overlapped({"vector": ms["vector"], "keyword": ms["keyword"]})
+            elif mode == "vector":
+                assert qvec is not None
+                vector = store.vector_candidates(qvec, depth, scope)
+                clock.lap("vector")
+            else:
+                keyword = store.keyword_candidates(query, depth, scope, s.boosts)
+                clock.lap("keyword")
+            ranked = fuse(vector, keyword, mode, s, head)
         if threshold > 0 and qvec is not None and mode != "vector":
             ranked = with_cosines(ranked, store, qvec)
         clock.lap("fusion" if mode == "hybrid" else "threshold")

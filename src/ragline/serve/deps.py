@@ -22,18 +22,21 @@ from ragline.serve.validation import RequestProblem
 from ragline.types import Answer
 
 
-def get_state(request: Request) -> ServeState:
-    """The state of the app serving this request (set by ``create_app``)."""
+async def get_state(request: Request) -> ServeState:
+    """The state of the app serving this request (set by ``create_app``). Async, like
+    :func:`current_caller`: FastAPI runs a plain ``def`` dependency in a worker
+    thread, a hop per request for a dictionary lookup."""
     state: ServeState = request.app.state.serve
     return state
 
 
-def current_caller(request: Request) -> Caller:
+async def current_caller(request: Request) -> Caller:
     """The caller the middleware identified (the default tenant on other paths)."""
     found = request.scope.get(CALLER_KEY)
     if isinstance(found, Caller):
         return found
-    return Caller(tenant=get_state(request).settings.tenant, ip=client_ip(request.scope))
+    state: ServeState = request.app.state.serve
+    return Caller(tenant=state.settings.tenant, ip=client_ip(request.scope))
 
 
 StateDep = Annotated[ServeState, Depends(get_state)]

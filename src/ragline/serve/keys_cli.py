@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ragline.serve.auth import KeyStore
-from ragline.settings import Settings
+from ragline.settings import Settings, invalid_setting
 from ragline.tables import fit_table
 
 keys_app = typer.Typer(
@@ -35,9 +35,7 @@ def _store(index: Path | None) -> KeyStore:
         settings = Settings(index_dir=index) if index is not None else Settings()
         return KeyStore(settings)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise _fail(f"invalid setting {field}: {first['msg']}") from None
+        raise _fail(invalid_setting(e)) from None
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
 

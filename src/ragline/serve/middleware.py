@@ -170,7 +170,11 @@ class ServeMiddleware:
                 return error_response(413, f"the request body is larger than {limit:,} bytes")
         ip = client_ip(scope)
         if api and method == "POST":
-            decision = await run_in_threadpool(state.limiter.hit, ip)
+            limiter = state.limiter
+            if getattr(limiter, "blocking", True):
+                decision = await run_in_threadpool(limiter.hit, ip)
+            else:
+                decision = limiter.hit(ip)
             if not decision.allowed:
                 state.metrics.rate_limited.inc()
                 wait = decision.retry_after_header

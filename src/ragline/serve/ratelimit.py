@@ -53,7 +53,12 @@ class RateDecision:
 
 
 class RateLimiter(Protocol):
-    """Counts a request of ``key`` (a client IP) and says whether it may proceed."""
+    """Counts a request of ``key`` (a client IP) and says whether it may proceed.
+
+    ``blocking`` says whether :meth:`hit` waits on I/O: the middleware calls a
+    non-blocking limiter on the event loop, sparing each request a worker-thread hop."""
+
+    blocking: bool
 
     def hit(self, key: str, now: float | None = None) -> RateDecision: ...
 
@@ -84,6 +89,8 @@ def decide(
 class UnlimitedRateLimiter:
     """``RATE_LIMIT_PER_MINUTE=0``: every request passes."""
 
+    blocking = False
+
     def hit(self, key: str, now: float | None = None) -> RateDecision:
         return RateDecision(True, 0, 0, 0.0)
 
@@ -95,6 +102,8 @@ class MemoryRateLimiter:
     whole window are swept once per window, so memory follows the number of
     clients of the last minute, not of the process's life.
     """
+
+    blocking = False  # a lock held for microseconds, no I/O
 
     def __init__(
         self,
@@ -152,6 +161,8 @@ class SqliteRateLimiter:
     through and logs a warning: the limiter protects the service, it must not
     take it down.
     """
+
+    blocking = True
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.errors import FaultError
+from ragline.retrieve.fusion import Fused, weighted_pairs
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 
@@ -224,11 +225,12 @@ class Store(Protocol):
     a filter.
 
     Writing a store: implement the calls below without a default; inherit
-    :class:`SearchDefaults` for :meth:`hybrid_candidates`, :meth:`vector_search`,
-    :meth:`keyword_search` and :meth:`vectors_for`, and override any of them where
-    the backend does better (LanceStore runs both candidate searches on one
-    snapshot). ``tests/store/contract.py`` registers the store for the contract
-    suite, which every store must pass unchanged.
+    :class:`SearchDefaults` for :meth:`hybrid_candidates`, :meth:`weighted_candidates`,
+    :meth:`vector_search`, :meth:`keyword_search` and :meth:`vectors_for`, and
+    override any of them where the backend does better (LanceStore runs both
+    candidate searches on one snapshot and fuses them there by row position).
+    ``tests/store/contract.py`` registers the store for the contract suite, which
+    every store must pass unchanged.
     """
 
     def stored_fingerprint(self) -> ModelFingerprint | None:
@@ -292,6 +294,22 @@ class Store(Protocol):
     ) -> tuple[Ranking, Ranking, dict[str, float]]:
         """Both candidate lists and each search's milliseconds (``vector``,
         ``keyword``; they may overlap when the store runs them concurrently)."""
+        ...
+
+    def weighted_candidates(
+        self,
+        query_vector: Vectors,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+        weights: tuple[float, float] = (0.4, 0.6),
+        limit: int | None = None,
+    ) -> tuple[list[Fused], dict[str, float]]:
+        """:meth:`hybrid_candidates` fused by weighted min-max
+        (:func:`~ragline.retrieve.fusion.weighted_pairs`, ``weights`` = vector,
+        keyword), the first ``limit`` only (all when None), with the milliseconds of
+        ``vector``, ``keyword`` and ``fusion``."""
         ...
 
     # -- search, step 2: rows of the hits that are returned
@@ -401,6 +419,22 @@ class SearchDefaults:
         keyword = self.keyword_candidates(query, k, filters, boosts)
         t2 = time.perf_counter()
         return vector, keyword, {"vector": (t1 - t0) * 1e3, "keyword": (t2 - t1) * 1e3}
+
+    def weighted_candidates(
+        self,
+        query_vector: Vectors,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+        weights: tuple[float, float] = (0.4, 0.6),
+        limit: int | None = None,
+    ) -> tuple[list[Fused], dict[str, float]]:
+        """The two candidate lists fused in Python by id."""
+        vector, keyword, ms = self.hybrid_candidates(query_vector, query, k, filters, boosts)
+        t0 = time.perf_counter()
+        fused = weighted_pairs(vector, keyword, *weights, limit=limit)
+        return fused, {**ms, "fusion": (time.perf_counter() - t0) * 1e3}
 
     def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
         pairs = self.vector_candidates(query, k, filters)

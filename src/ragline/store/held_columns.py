@@ -1,7 +1,7 @@
 """Chunk columns a large mirror snapshot keeps in memory, at a few bytes a row.
 
 A hit's row needs every chunk column; reading them from LanceDB costs ≈ 0.55 ms per
-column for 10 rows scattered over 1M (benchmarks/results/search_core.md, section 7),
+column for 10 rows scattered over 1M (benchmarks/results/search_core.md, section 8),
 so the mirror keeps the columns that are cheap to hold: numbers in numpy arrays,
 strings and string lists as int32 codes into a table of distinct values (a
 document's rows share its source, title, URL, …; a section's its headings). The

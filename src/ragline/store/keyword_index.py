@@ -8,9 +8,12 @@ exactly what the exhaustive scorer (:func:`bm25.field_score` +
 :func:`bm25.combine_fields`) gives for the same rows, up to float64 rounding.
 
 A query touches only the postings of its own terms (one column slice per term
-and field): the cost grows with the matching postings, not the corpus. The index
-is immutable; :meth:`KeywordIndex.appended` and :meth:`KeywordIndex.kept` return
-new ones, so a reader holding one is never disturbed by a refresh.
+and field): the cost grows with the matching postings, not the corpus.
+:meth:`KeywordIndex.top` goes further and skips most of them (MaxScore over
+per-term score bounds kept with the index) while returning exactly the top-k of
+the exhaustive :meth:`KeywordIndex.scores`. The index is immutable;
+:meth:`KeywordIndex.appended` and :meth:`KeywordIndex.kept` return new ones, so
+a reader holding one is never disturbed by a refresh.
 """
 
 from __future__ import annotations
@@ -22,9 +25,23 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from ragline.store.bm25 import K1, KEYWORD_FIELDS, B, FieldTerms
+from ragline.store.vector_index import top_k
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Postings scored per step when the per-term bounds are built (bounds the temporaries).
+_BOUND_STEP = 1 << 20
+#: Relative slack on every bound comparison: the pruned and the exhaustive scorer sum
+#: the same float64 terms in different orders, which moves a score by ~1e-15.
+_SLACK = 1e-9
+#: A binary search per row costs about this many postings read in one pass.
+_PROBE_COST = 8
+#: Below this many rows :meth:`KeywordIndex.top` scores every posting: the pruning's
+#: fixed costs (bounds, binary searches, numpy calls per list) outweigh what it skips
+#: (benchmarks/results/search_core.md, section "Exact BM25 top-k with MaxScore").
+PRUNE_MIN_ROWS = 250_000
 
 
 def _field_norms(lengths: FloatArray, k1: float, b: float) -> tuple[int, FloatArray]:
@@ -34,6 +51,45 @@ def _field_norms(lengths: FloatArray, k1: float, b: float) -> tuple[int, FloatAr
     if avgdl > 0:
         return n, k1 * (1.0 - b + b * lengths / avgdl)
     return n, np.full(lengths.shape, k1 * (1.0 - b))
+
+
+def saturation_peaks(m: sp.csc_array, norm: FloatArray) -> npt.NDArray[np.float32]:
+    """Per column of ``m``, the largest ``tf / (tf + norm[row])`` over its postings
+    (0 for an empty column), rounded up to float32: a term's BM25 weight times this
+    bounds what it adds to any row's field score. Postings are scored ``_BOUND_STEP``
+    at a time, so the temporaries stay small next to the postings themselves."""
+    width = m.shape[1]
+    out = np.zeros(width, np.float64)
+    indptr = np.asarray(m.indptr, np.int64)
+    col = 0
+    while col < width:
+        end = int(np.searchsorted(indptr, indptr[col] + _BOUND_STEP, side="right")) - 1
+        end = min(max(end, col + 1), width)
+        lo, hi = int(indptr[col]), int(indptr[end])
+        if hi > lo:
+            tf = m.data[lo:hi]
+            sat = norm[m.indices[lo:hi]]
+            sat += tf
+            np.divide(tf, sat, out=sat)
+            starts = indptr[col:end] - lo
+            filled = starts < hi - lo
+            peaks = np.maximum.reduceat(sat, starts[filled])
+            # reduceat gives an empty column its successor's first value: keep it 0
+            nonempty = np.diff(indptr[col : end + 1])[filled] > 0
+            out[col:end][filled] = np.where(nonempty, peaks, 0.0)
+        col = end
+    peak32 = out.astype(np.float32)
+    up: npt.NDArray[np.float32] = np.nextafter(peak32, np.float32(np.inf), dtype=np.float32)
+    return np.where(out > 0, up, np.float32(0))
+
+
+def distinct(rows: npt.NDArray[np.integer]) -> IntArray:
+    """``rows`` sorted, without repeats, as int64 (numpy's hash-based ``unique`` is
+    several times slower on these sizes)."""
+    out = np.sort(rows.astype(np.int64))
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
 
 
 def compact(values: Sequence[int]) -> npt.NDArray[np.uint16] | npt.NDArray[np.float32]:
@@ -99,7 +155,7 @@ def stacked_csc(
 class KeywordIndex:
     """Term frequencies and field lengths of a set of rows (row i = the i-th chunk)."""
 
-    __slots__ = ("_n", "_norms", "b", "k1", "lengths", "tf", "vocab")
+    __slots__ = ("_n", "_norms", "_peaks", "b", "k1", "lengths", "tf", "vocab")
 
     def __init__(
         self,
@@ -116,6 +172,8 @@ class KeywordIndex:
         stats = [_field_norms(dl, k1, b) for dl in self.lengths]
         self._n = tuple(n for n, _ in stats)
         self._norms = tuple(norm for _, norm in stats)
+        pairs = zip(self.tf, self._norms, strict=True)
+        self._peaks = tuple(saturation_peaks(m, norm) for m, norm in pairs)
 
     @classmethod
     def empty(cls, k1: float = K1, b: float = B) -> KeywordIndex:
@@ -193,6 +251,263 @@ class KeywordIndex:
             self.k1,
             self.b,
         )
+
+    def _postings(
+        self, query: Mapping[str, int], boosts: Sequence[float]
+    ) -> list[tuple[int, int, int, int, float]]:
+        """(field, column, lo, hi, weight) of each non-empty posting list the query
+        reads, field by field and in query order (the exhaustive scorer's order);
+        weight = count · idf · (k1 + 1), the factor of a posting's saturation."""
+        out = []
+        cols = [(self.vocab[t], c) for t, c in query.items() if t in self.vocab]
+        for f, boost in enumerate(boosts):
+            if boost <= 0:
+                continue
+            m, n = self.tf[f], self._n[f]
+            for col, count in cols:
+                lo, hi = int(m.indptr[col]), int(m.indptr[col + 1])
+                if lo == hi:
+                    continue
+                df = hi - lo
+                idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                out.append((f, col, lo, hi, count * idf * (self.k1 + 1.0)))
+        return out
+
+    def exact(
+        self, query: Mapping[str, int], boosts: Sequence[float], rows: IntArray
+    ) -> FloatArray:
+        """``scores(query, boosts)[rows]`` for ascending distinct ``rows``, bit for bit:
+        each row's field sums add the same float64 terms in the same order, found by
+        binary search in the posting lists instead of a pass over them."""
+        return self._exact(self._postings(query, boosts), boosts, rows)
+
+    def _exact(
+        self, lists: list[tuple[int, int, int, int, float]], boosts: Sequence[float], rows: IntArray
+    ) -> FloatArray:
+        """:meth:`exact` over the posting lists :meth:`_postings` gave."""
+        best: FloatArray | None = None
+        for f, boost in enumerate(boosts):
+            mine = [x for x in lists if x[0] == f]
+            if not mine:
+                continue
+            acc = np.zeros(len(rows))
+            for _, _, lo, hi, weight in mine:
+                found, part = self._lookup(f, lo, hi, weight, rows)
+                acc[found] += part
+            if boost != 1.0:
+                acc *= boost
+            if best is None:
+                best = acc
+            else:
+                np.maximum(best, acc, out=best)
+        return np.zeros(len(rows)) if best is None else best
+
+    def top(
+        self,
+        query: Mapping[str, int],
+        boosts: Sequence[float],
+        k: int,
+        allowed: BoolArray | None = None,
+        min_rows: int | None = None,
+    ) -> tuple[IntArray, FloatArray]:
+        """The ``k`` best rows among ``allowed`` (all when None) with a score above 0,
+        best first, and their scores: exactly ``top_k(scores(query, boosts), k,
+        allowed)`` less the zero scores — the same rows, the same float64 scores and
+        ties to the lower row — without scoring every posting (MaxScore). An index
+        of fewer than ``min_rows`` rows (default :data:`PRUNE_MIN_ROWS`) is scored
+        exhaustively, which is faster there.
+
+        Why it is exact: a row's score is at most the sum, over the query terms it
+        holds, of each term's bound U (its weight × its largest saturation in any
+        field × the field's boost; the saturations are kept per column and field).
+        Terms are read in decreasing U, all their postings, into per-field partial
+        sums. θ, a score that k distinct allowed rows reach (the exact scores of the
+        k read rows with the best partial sums, or the k-th best partial sum, which
+        no exact score is below), never exceeds the true k-th score. Reading stops
+        once the unread terms' U sum to less than θ: a row holding none of the read
+        terms stays below θ (one more term is read while that is cheaper than the
+        lookups below; that only changes the cost). A read row stays only while its
+        partial sum plus the U of the terms not yet looked up reaches θ (MaxScore
+        per row, the unread terms looked up by binary search, or read whole when
+        that is cheaper). The rows
+        left are scored by :meth:`exact`, bit for bit as :meth:`scores`, and ranked
+        by ``top_k``. Comparisons carry a 1e-9 relative slack for float64 summation
+        order, so pruning only ever keeps more rows than it must;
+        tests/store/test_keyword_index.py checks the result against the exhaustive
+        scorer on random corpora, boosts, masks and ties."""
+        if self.rows < (PRUNE_MIN_ROWS if min_rows is None else min_rows):
+            # small: one pass over every posting is cheaper
+            scores = self.scores(query, boosts)
+            best = top_k(scores, k, allowed)
+            best = best[scores[best] > 0]
+            return best, scores[best]
+        lists = self._postings(query, boosts)
+        if k <= 0 or not lists:
+            return np.zeros(0, np.int64), np.zeros(0)
+        bound: dict[int, float] = {}
+        for f, col, _, _, weight in lists:
+            u = boosts[f] * weight * float(self._peaks[f][col])
+            bound[col] = max(bound.get(col, 0.0), u)
+        order = sorted(bound, key=lambda c: (-bound[c], c))
+        rest = [0.0] * (len(order) + 1)  # rest[i]: the bounds of order[i:] summed
+        for i in range(len(order) - 1, -1, -1):
+            rest[i] = rest[i + 1] + bound[order[i]] * (1.0 + _SLACK)
+        acc: dict[int, FloatArray] = {}
+        read: list[tuple[int, npt.NDArray[np.integer]]] = []
+        theta = 0.0
+        done = 0
+        pool = np.zeros(0, np.int64)  # rows whose exact scores give θ
+        while done < len(order) and (
+            rest[done] >= theta
+            or self._cheaper_to_read(lists, order, done, read, acc, boosts, theta - rest[done])
+        ):
+            col = order[done]
+            done += 1
+            fresh = len(read)
+            for f, c, lo, hi, weight in lists:
+                if c != col:
+                    continue
+                postings = self._accumulate(acc, f, lo, hi, weight)
+                read.append((f, postings if allowed is None else postings[allowed[postings]]))
+            pool = self._pool(pool, read[fresh:], acc, boosts, k)
+            if len(pool) == k:
+                now = float(self._exact(lists, boosts, pool).min()) * (1.0 - _SLACK)
+                theta = max(theta, now)
+        rows, fields = self._survivors(read, acc, boosts, theta - rest[done])
+        for i in range(done, len(order) + 1):  # MaxScore per row over the unread terms
+            sums = self._combined(fields, boosts)
+            if len(rows) > k:  # k distinct rows reach their partial sums: θ rises
+                kth = float(np.partition(sums, len(sums) - k)[len(sums) - k])
+                theta = max(theta, kth * (1.0 - _SLACK))
+            keep = sums * (1.0 + _SLACK) + rest[i] >= theta
+            rows = rows[keep]
+            fields = {f: a[keep] for f, a in fields.items()}
+            if i == len(order):
+                break
+            mine = [x for x in lists if x[1] == order[i]]
+            if len(rows) * _PROBE_COST < sum(hi - lo for _, _, lo, hi, _ in mine):
+                for f, _, lo, hi, weight in mine:  # few rows left: binary search
+                    found, part = self._lookup(f, lo, hi, weight, rows)
+                    if f not in fields:
+                        fields[f] = np.zeros(len(rows))
+                    fields[f][found] += part
+            else:  # many: one pass over the postings, as the read terms had
+                for f, _, lo, hi, weight in mine:
+                    before = acc[f][rows] if f in acc else np.zeros(len(rows))
+                    self._accumulate(acc, f, lo, hi, weight)
+                    gained = acc[f][rows] - before
+                    fields[f] = fields[f] + gained if f in fields else gained
+        scores = self._exact(lists, boosts, rows)
+        best = top_k(scores, k, None)
+        best = best[scores[best] > 0]
+        return rows[best], scores[best]
+
+    def _cheaper_to_read(
+        self,
+        lists: list[tuple[int, int, int, int, float]],
+        order: list[int],
+        done: int,
+        read: list[tuple[int, npt.NDArray[np.integer]]],
+        acc: Mapping[int, FloatArray],
+        boosts: Sequence[float],
+        floor: float,
+    ) -> bool:
+        """Whether reading the next term whole costs less than looking the unread
+        terms up for the rows that would survive now (counted on the first list read,
+        a lower bound): reading lowers the unread bounds, so fewer rows survive."""
+        f, postings = read[0]
+        v = acc[f][postings]
+        v *= boosts[f]
+        alive = int(np.count_nonzero(v * (1.0 + _SLACK) >= floor))
+        unread = set(order[done:])
+        probes = alive * _PROBE_COST * sum(1 for x in lists if x[1] in unread)
+        return probes > sum(hi - lo for _, c, lo, hi, _ in lists if c == order[done])
+
+    def _pool(
+        self,
+        pool: IntArray,
+        fresh: list[tuple[int, npt.NDArray[np.integer]]],
+        acc: Mapping[int, FloatArray],
+        boosts: Sequence[float],
+        k: int,
+    ) -> IntArray:
+        """The ``k`` rows (fewer when the lists hold fewer) with the best partial sums
+        among ``pool`` and the k best of each list just read: distinct allowed rows
+        whose exact scores give θ, found without going over the earlier lists again."""
+        tops: list[npt.NDArray[np.integer]] = [pool]
+        for f, postings in fresh:
+            v = acc[f][postings]
+            best = np.argpartition(v, len(v) - k)[len(v) - k :] if len(v) > k else slice(None)
+            tops.append(postings[best])
+        rows = distinct(np.concatenate(tops))
+        if len(rows) > k:
+            part = self._combined({f: a[rows] for f, a in acc.items()}, boosts)
+            rows = np.sort(rows[np.argpartition(part, len(part) - k)[len(part) - k :]])
+        return rows
+
+    @staticmethod
+    def _survivors(
+        read: list[tuple[int, npt.NDArray[np.integer]]],
+        acc: Mapping[int, FloatArray],
+        boosts: Sequence[float],
+        floor: float,
+    ) -> tuple[IntArray, dict[int, FloatArray]]:
+        """The rows of the lists read whose best boosted partial field sum reaches
+        ``floor`` (ascending, distinct), with their partial sums per field."""
+        picked = []
+        for f, postings in read:
+            v = acc[f][postings]
+            v *= boosts[f]
+            picked.append(postings[v * (1.0 + _SLACK) >= floor])
+        rows = distinct(np.concatenate(picked))
+        return rows, {f: a[rows] for f, a in acc.items()}
+
+    def _accumulate(
+        self, acc: dict[int, FloatArray], f: int, lo: int, hi: int, weight: float
+    ) -> npt.NDArray[np.integer]:
+        """Add the posting list ``lo:hi`` of field ``f`` to the field's partial sums
+        (a dense array per field, made on first use); returns its rows."""
+        m = self.tf[f]
+        postings: npt.NDArray[np.integer] = m.indices[lo:hi]
+        tf = m.data[lo:hi]
+        part = self._norms[f][postings]
+        part += tf
+        np.divide(tf, part, out=part)
+        part *= weight
+        if f in acc:
+            acc[f][postings] += part
+        else:  # a field's first list: its rows are distinct, so a plain store
+            acc[f] = np.zeros(self.rows)
+            acc[f][postings] = part
+        return postings
+
+    @staticmethod
+    def _combined(fields: Mapping[int, FloatArray], boosts: Sequence[float]) -> FloatArray:
+        """The best boosted field sum per row (partial sums: a lower bound)."""
+        out: FloatArray | None = None
+        for f, a in fields.items():
+            v = a * boosts[f]
+            out = v if out is None else np.maximum(out, v, out=out)
+        assert out is not None
+        return out
+
+    def _lookup(
+        self, f: int, lo: int, hi: int, weight: float, rows: IntArray
+    ) -> tuple[BoolArray, FloatArray]:
+        """Which of ``rows`` (ascending) hold the posting list ``lo:hi`` of field ``f``,
+        and their terms ``weight · tf / (tf + norm)``, computed as :meth:`scores` does."""
+        m = self.tf[f]
+        postings = m.indices[lo:hi]
+        # keys of the postings' own dtype: int64 keys would convert the whole list
+        at = np.searchsorted(postings, rows.astype(postings.dtype, copy=False))
+        found = at < hi - lo
+        found[found] = postings[at[found]] == rows[found]
+        tf = m.data[lo:hi][at[found]]
+        part = self._norms[f][rows[found]]
+        part += tf
+        np.divide(tf, part, out=part)
+        part *= weight
+        return found, part
 
     def scores(self, query: Mapping[str, int], boosts: Sequence[float]) -> FloatArray:
         """Each row's BM25 score for the query's term counts: the best boosted field

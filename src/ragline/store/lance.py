@@ -58,6 +58,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import lancedb
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from lancedb.background_loop import LOOP
 from lancedb.db import AsyncConnection
@@ -66,6 +67,7 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.retrieve.fusion import Fused, weighted_positions
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
@@ -89,7 +91,6 @@ from ragline.store.filters import (
     to_sql_predicate,
 )
 from ragline.store.lance_memory import LanceMirror, Snapshot
-from ragline.store.vector_index import top_k
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 T = TypeVar("T")
@@ -870,6 +871,34 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         (vrows, vms), (krows, kms) = _run(both())
         return _cosine_pairs(vrows), _score_pairs(krows), {"vector": vms, "keyword": kms}
 
+    def weighted_candidates(
+        self,
+        query_vector: Vectors,
+        query: str,
+        k: int,
+        filters: Filters | None = None,
+        boosts: FieldBoosts | None = None,
+        weights: tuple[float, float] = (0.4, 0.6),
+        limit: int | None = None,
+    ) -> tuple[list[Fused], dict[str, float]]:
+        """On the mirror: both searches on one snapshot, fused on row positions in
+        numpy (:func:`weighted_positions`; ids only for the head); else the default."""
+        q = self._check_query_vector(query_vector)
+        pred = to_sql_predicate(filters)
+        t0 = time.perf_counter()  # a refresh of the mirror counts as vector time
+        snap = self._mirrored() if k > 0 else None
+        if snap is None:
+            return super().weighted_candidates(q, query, k, filters, boosts, weights, limit)
+        assert self._mirror is not None
+        vector = snap.vectors.search(q, k, self._mirror.mask(snap, pred))
+        t1 = time.perf_counter()
+        keyword = self._mirror_keyword_rows(snap, query, k, pred, boosts)
+        t2 = time.perf_counter()
+        fused = weighted_positions(vector, keyword, snap.ids, *weights, limit=limit)
+        t3 = time.perf_counter()
+        ms = {"vector": t1 - t0, "keyword": t2 - t1, "fusion": t3 - t2}
+        return fused, {stage: dt * 1e3 for stage, dt in ms.items()}
+
     # -- in-process mirror
 
     async def _open_at(self, name: str, version: int) -> AsyncTable:
@@ -915,20 +944,30 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         pred: str,
         boosts: FieldBoosts | None,
     ) -> list[tuple[str, float]]:
+        rows, scores = self._mirror_keyword_rows(snap, query, k, pred, boosts)
+        return list(zip(snap.ids[rows].tolist(), scores.tolist(), strict=True))
+
+    def _mirror_keyword_rows(
+        self,
+        snap: Snapshot,
+        query: str,
+        k: int,
+        pred: str,
+        boosts: FieldBoosts | None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
+        """The BM25 top-k as (row positions, scores), best first."""
         assert self._mirror is not None
         b = boosts or FieldBoosts()
         # the raw query: the analyser splits on punctuation itself, and the language
         # is detected on what the user wrote ("¿Cómo …?" reads as Spanish, not without ¿?)
         counts = query_counts(query[:_MAX_QUERY_CHARS])
         if not counts:
-            return []
-        scores = snap.keywords.scores(counts, (b.title, b.headings, b.text))
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         allowed = self._mirror.mask(snap, pred)
-        # BM25 scores are ≥ 0, so the matching rows rank first: cut the non-matching
-        # ones after the top-k instead of masking every row before it (1M rows: ms)
-        rows = top_k(scores, k, allowed)
-        rows = rows[scores[rows] > 0]
-        return list(zip(snap.ids[rows].tolist(), scores[rows].tolist(), strict=True))
+        # the exhaustive scorer's top-k (filters applied before it), with most postings
+        # of a big index skipped (MaxScore, store/keyword_index.py)
+        rows, scores = snap.keywords.top(counts, (b.title, b.headings, b.text), k, allowed)
+        return rows, scores
 
     # -- LanceDB's own queries
 

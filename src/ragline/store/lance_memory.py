@@ -27,7 +27,7 @@ large one keeps all but :data:`DISK_COLUMNS` (:mod:`ragline.store.held_columns`:
 numbers, and codes into the distinct strings, which mostly repeat per document or
 section) and reads only those from LanceDB. Its take costs
 ≈ 0.55 ms per column for 10 rows scattered over 1M rows (all 22 chunk columns:
-13 ms; benchmarks/results/search_core.md, section 7), so the columns it reads, not
+13 ms; benchmarks/results/search_core.md, section 8), so the columns it reads, not
 the rows, set the price.
 """
 

@@ -14,7 +14,7 @@ gave the best recall of the schemes measured (benchmarks/results/search_core.md,
 section 5). Above the float32 limit the codes can hold only the ``dims`` principal
 components of the unit rows (a basis from an even sample of the rows, kept while
 the index is refreshed): fewer bytes to scan per query, and more candidates re-scored
-from the float16 rows make up for the coarser first pass (section 7). A zero
+from the float16 rows make up for the coarser first pass (section 8). A zero
 vector has no cosine (LanceDB returns NaN for it) and is never returned.
 Immutable like :class:`~ragline.store.keyword_index.KeywordIndex`.
 """

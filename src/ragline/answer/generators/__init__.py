@@ -63,5 +63,8 @@ def extractive_generator(settings: Settings, embed: EmbedTexts) -> ExtractiveGen
     default generator, and the stand-in when a language model fails."""
     evidence = evidence_weights(settings) if settings.evidence_check else None
     return ExtractiveGenerator(
-        embed, max_sentences=settings.extractive_max_sentences, evidence=evidence
+        embed,
+        max_sentences=settings.extractive_max_sentences,
+        evidence=evidence,
+        claim_extra_min=settings.extractive_claim_extra_min,
     )

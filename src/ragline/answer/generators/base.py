@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragline.answer.context import Context
 from ragline.errors import FaultError
+
+if TYPE_CHECKING:
+    from ragline.answer.judging import ContextEvidence
 
 ROLES = ("user", "assistant")
 
@@ -39,6 +42,10 @@ class GenerationRequest:
     context: Context
     history: tuple[Message, ...] = ()
     selected_text: str = ""
+    #: The answerer's evidence check of ``question`` against this ``context``, when it
+    #: made one: the extractive generator leads with its verdict instead of judging
+    #: every sentence a second time.
+    evidence: ContextEvidence | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,21 +9,30 @@ check, chosen by maximal marginal relevance (chunk overlap repeats sentences
 verbatim) and put in context order after the lead: no topical padding. Without
 it (or when no sentence passes, for a generator used on its own), sentences are
 chosen by embedding similarity plus word overlap and block relevance, in
-context order. All candidate sentences are embedded in one batch (and cached
-for the citation check that follows).
+context order. All candidate sentences are embedded in one batch, and the other
+sentences of the cited blocks in a second one, both cached for the citation
+check that follows (``embed`` is meant to be the shared
+:class:`~ragline.answer.embedding_cache.EmbeddingCache`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from ragline.answer.candidates import Candidate, candidates
-from ragline.answer.citations import EmbedTexts, lexical_overlap
-from ragline.answer.evidence import EvidenceWeights
+from ragline.answer.citations import EmbedTexts, evidence_segments, lexical_overlap
+from ragline.answer.evidence import Evidence, EvidenceWeights
 from ragline.answer.generators.base import Delta, GenerationRequest
-from ragline.answer.judging import judge_context
+from ragline.answer.judging import ContextEvidence, judge_context
+
+#: How a claim's cited sentence is chosen within its passage: the learned log-odds plus
+#: this much per 30 words and this much from the passage's first sentence to its last
+#: (benchmarks/claim_citations.py: chosen on SciFact train claims of odd ids).
+CLAIM_LEAD_WORDS = 1.0
+CLAIM_LEAD_POSITION = 0.5
 
 
 def select_sentences(
@@ -63,6 +72,30 @@ def select_sentences(
     return chosen
 
 
+def claim_lead_key(probability: float, words: int, position: float) -> float:
+    """A claim's lead sentence among the passing sentences of its passage: the learned
+    scorer's log-odds, plus a bonus for a long sentence and for a late one
+    (``position`` 0 for the passage's first candidate sentence, 1 for its last).
+    SciFact's rationale sentences are mostly the results, long and late in the
+    abstract, where the scorer alone often prefers the opening statement of the topic.
+    """
+    p = min(max(probability, 1e-9), 1.0 - 1e-9)
+    return math.log(p / (1.0 - p)) + CLAIM_LEAD_WORDS * words / 30 + CLAIM_LEAD_POSITION * position
+
+
+def claim_lead(ev: ContextEvidence, passing: Sequence[Evidence], lead: Evidence) -> Evidence:
+    """The passing sentence of ``lead``'s passage that :func:`claim_lead_key` prefers."""
+    block = ev.candidates[lead.index].block
+    order = [i for i, c in enumerate(ev.candidates) if c.block == block]
+    last = max(len(order) - 1, 1)
+
+    def key(e: Evidence) -> float:
+        words = len(ev.candidates[e.index].text.split())
+        return claim_lead_key(e.score, words, order.index(e.index) / last)
+
+    return max((e for e in passing if ev.candidates[e.index].block == block), key=key)
+
+
 def cite(text: str, number: int) -> str:
     """``text`` with ``[number]`` before its final punctuation: "X is Y [2]."."""
     body = text.rstrip()
@@ -84,6 +117,7 @@ class ExtractiveGenerator:
         lexical_weight: float = 0.3,
         block_weight: float = 0.6,
         evidence: EvidenceWeights | None = None,
+        claim_extra_min: float = 0.0,
     ) -> None:
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
@@ -92,6 +126,7 @@ class ExtractiveGenerator:
         self.lexical_weight = lexical_weight
         self.block_weight = block_weight
         self.evidence = evidence
+        self.claim_extra_min = claim_extra_min
 
     @property
     def name(self) -> str:
@@ -113,7 +148,9 @@ class ExtractiveGenerator:
         self, request: GenerationRequest, weights: EvidenceWeights
     ) -> list[Candidate]:
         """Only sentences that pass the evidence check; the best one leads."""
-        ev = judge_context(request.question, request.context, self.embed, weights)
+        ev = request.evidence
+        if ev is None or ev.weights != weights:
+            ev = judge_context(request.question, request.context, self.embed, weights)
         passing = [e for e in ev.judged if e.answers]
         if not passing:
             return []
@@ -124,6 +161,19 @@ class ExtractiveGenerator:
         block_rel = {blk.number: blk.hit.vector_score or 0.0 for blk in request.context.blocks}
         rel = [(1 - b) * e.score + b * block_rel[ev.candidates[e.index].block] for e in passing]
         lead = passing[max(range(len(passing)), key=lambda i: rel[i])]
+        if weights.learned_for(ev.constraints) and not ev.constraints.question:
+            # The passage is the scorer's choice; the sentence cited from it is re-chosen,
+            # and takes the lead's place in the selection below.
+            chosen = claim_lead(ev, passing, lead)
+            i, j = passing.index(lead), passing.index(chosen)
+            rel[i], rel[j] = rel[j], rel[i]
+            lead = chosen
+            # A claim's further citations must be likelier evidence than the bar that
+            # lets a claim be answered at all (benchmarks/claim_citations.py).
+            keep = [
+                i for i, e in enumerate(passing) if e is lead or e.score >= self.claim_extra_min
+            ]
+            passing, rel = [passing[i] for i in keep], [rel[i] for i in keep]
         texts = [ev.candidates[e.index].text for e in passing]
         vecs = self.embed(texts)
         picked = select_sentences(rel, vecs @ vecs.T, max_sentences=self.max_sentences)
@@ -153,9 +203,28 @@ class ExtractiveGenerator:
         picked = select_sentences(relevance, sent @ sent.T, max_sentences=self.max_sentences)
         return sorted((found[i] for i in picked), key=lambda c: (c.block, c.start))
 
+    def prefetch_support(self, request: GenerationRequest, chosen: Sequence[Candidate]) -> None:
+        """Embed every sentence of the blocks the answer will cite, in one batch.
+
+        The citation check that follows compares each answer sentence with every
+        sentence of its block (:func:`~ragline.answer.citations.evidence_segments`),
+        through the same cache; the candidates are embedded already, but headings and
+        short or unfinished sentences are not. Embedded here they cost one model
+        call instead of one per citation, which on a busy CPU is most of their cost.
+        """
+        texts: list[str] = []
+        for number in dict.fromkeys(c.block for c in chosen):
+            block = request.context.block(number)
+            if block is not None:
+                texts += [block.text[s.start : s.end] for s in evidence_segments(block.text)]
+        if texts:
+            self.embed(texts)
+
     def generate(self, request: GenerationRequest) -> Iterator[Delta]:
         prev = ""
-        for cand in self.compose(request):
+        chosen = self.compose(request)
+        self.prefetch_support(request, chosen)
+        for cand in chosen:
             # CJK text puts no space after 。 (and there is none before the first).
             sep = "" if not prev or prev.endswith(("。", "！")) else " "
             yield Delta(text=sep + cite(cand.text, cand.block))

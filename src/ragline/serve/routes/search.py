@@ -8,11 +8,13 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from ragline.serve import schemas as s
-from ragline.serve.deps import CallerDep, StateDep, finish_row, wait_ready
+from ragline.serve.deps import CallerDep, StateDep, elapsed_ms, finish_row, wait_ready
 from ragline.serve.errors import ERROR_RESPONSES, engine_error
 from ragline.serve.inputs import clean_question, search_options
+from ragline.serve.requestlog import mark_logged
 from ragline.serve.state import new_query_id
 from ragline.store.base import StoreError
+from ragline.types import SearchResult
 
 router = APIRouter(tags=["search"])
 
@@ -30,15 +32,23 @@ async def search(body: s.SearchRequest, who: CallerDep, state: StateDep) -> dict
     await wait_ready(state)
     query_id = new_query_id()
     row = state.start_row(who, "/api/search", query_text, query_id)
+
+    def search_and_log() -> SearchResult:
+        """The search and, on success, its query-log row: one worker-thread hop."""
+        result = state.search(query_text, **options)
+        for stage, ms in result.timings_ms.items():
+            state.metrics.stage_seconds.labels(stage=f"search.{stage}").observe(ms / 1000.0)
+        row.retrieved_chunk_ids = [h.chunk.id for h in result.hits]
+        row.latencies_ms = dict(result.timings_ms)
+        row.finish(200, None, elapsed_ms(row))
+        state.log_row(row)
+        return result
+
     try:
-        result = await run_in_threadpool(lambda: state.search(query_text, **options))
+        result = await run_in_threadpool(search_and_log)
     except (ValueError, StoreError) as exc:
         problem = engine_error(exc)
         await finish_row(state, row, problem.status_code, problem.message, None)
         raise problem from None
-    for stage, ms in result.timings_ms.items():
-        state.metrics.stage_seconds.labels(stage=f"search.{stage}").observe(ms / 1000.0)
-    row.retrieved_chunk_ids = [h.chunk.id for h in result.hits]
-    row.latencies_ms = dict(result.timings_ms)
-    await finish_row(state, row, 200, None, None)
+    mark_logged()
     return {**result.to_dict(), "query_id": query_id}
