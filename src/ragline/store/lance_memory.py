@@ -75,7 +75,7 @@ REFRESH_BATCH = 8192
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
 #: Chunk columns a large snapshot leaves on disk: long and unique per chunk (the
-#: text, its hash; the id is in ``Snapshot.ids``). The rest take ≈ 70 MiB at 1M
+#: text, its hash; the id is in ``Snapshot.ids``). The rest take 75 MiB at 1M
 #: synthetic rows as held columns, and would cost ≈ 11 ms per search on disk.
 DISK_COLUMNS = ("text", "content_hash")
 #: The chunk columns a large snapshot keeps in memory.
