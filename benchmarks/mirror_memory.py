@@ -50,6 +50,7 @@ def main() -> None:
             m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in kw.tf
         ),
         "chunk columns (Arrow)": snap.table_rows.nbytes if snap.table_rows is not None else 0,
+        "held chunk columns (large tables)": snap.held.nbytes if snap.held is not None else 0,
         "row ids + positions": snap.rowids.nbytes + snap.by_rowid.nbytes,
     }
     print(f"rows {rows:,}; mirror built in {built:.1f} s; vocabulary {len(kw.vocab):,} terms")

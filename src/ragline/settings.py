@@ -259,6 +259,26 @@ class Settings(BaseSettings):
             "cores already)."
         ),
     )
+    lance_int8_dims: int = Field(
+        256,
+        ge=0,
+        le=4096,
+        description=(
+            "LanceDB mirror, above lance_memory_rows: the int8 codes keep this many "
+            "principal components (0: every dimension). 256 of 384 at 1M rows: a third "
+            "fewer bytes scanned per query, recall of the exact top-200 0.999 with "
+            "lance_int8_dims_rerank 20 (benchmarks/results/search_core.md, section 8)."
+        ),
+    )
+    lance_int8_dims_rerank: int = Field(
+        20,
+        ge=1,
+        le=200,
+        description=(
+            "LanceDB mirror: candidates of the principal-component codes re-scored from "
+            "the float16 rows, as a multiple of k (1M rows: 10 → recall 0.998, 20 → 0.999)."
+        ),
+    )
 
     # --- stores: where the index lives (see docs/scale.md) -----------------------------
     store_url: str = Field(

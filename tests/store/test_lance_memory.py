@@ -95,10 +95,47 @@ def test_rows_come_from_disk_above_the_memory_limit(tmp_path: Path) -> None:
     np.testing.assert_allclose(got["acme/a/3"][1], vecs[3], rtol=1e-6)
 
 
-def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(tmp_path: Path) -> None:
-    """Past ``memory_rows`` the mirror keeps int8 codes + float16 rows: the next refresh
-    reads every row again in that layout, and the ranking stays LanceDB's."""
-    store = LanceStore(tmp_path / "index", dimension=DIM, memory_rows=5, int8_rows=10)
+def test_rows_above_the_memory_limit_are_the_stored_chunks_and_follow_writes(
+    tmp_path: Path,
+) -> None:
+    """Above ``memory_rows`` a hit's columns come from memory (dictionary-encoded) and
+    its text from LanceDB: the chunk is the one stored, field for field, also after a
+    rewrite under the same ids and a delete."""
+    store = LanceStore(tmp_path / "index", dimension=DIM, memory_rows=2)
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    written, vecs = write(store, "a", TEXTS, seed=1, page=None, metadata={"lang": "en"})
+    write(store, "b", TEXTS[:2], seed=2, tenant="other", has_code=True, page=7)
+    ids = ["other/b/1", "acme/a/4", "missing", "acme/a/0", "acme/a/4"]
+    got = store.chunks_with_vectors(ids)
+    snap = store._mirror._snapshot  # type: ignore[union-attr]
+    assert snap is not None and not snap.holds_rows and snap.held is not None
+    assert "text" not in snap.held.names
+    assert list(got) == ["other/b/1", "acme/a/4", "acme/a/0"]
+    assert got["acme/a/4"][0] == written[4]
+    want = plain.chunks_with_vectors(ids)
+    assert {i: c for i, (c, _) in got.items()} == {i: c for i, (c, _) in want.items()}
+    np.testing.assert_array_equal(got["acme/a/0"][1], vecs[0])
+    write(store, "a", TEXTS[:3], seed=3, title="Rewritten Notes", heading_path=("New",))
+    got = store.chunks_with_vectors(["acme/a/4", "acme/a/2"])
+    assert list(got) == ["acme/a/2"]
+    rewritten = got["acme/a/2"][0]
+    assert (rewritten.title, rewritten.heading_path) == ("Rewritten Notes", ("New",))
+    assert rewritten == plain.chunks_with_vectors(["acme/a/2"])["acme/a/2"][0]
+    hits = store.vector_search(unit(np.random.default_rng(4), 1)[0], 5)
+    stored = plain.chunks_with_vectors([h.chunk.id for h in hits])
+    assert len(hits) == 5 and [h.chunk for h in hits] == [stored[h.chunk.id][0] for h in hits]
+
+
+@pytest.mark.parametrize("dims", [0, 8])
+def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(
+    tmp_path: Path, dims: int
+) -> None:
+    """Past ``memory_rows`` the mirror keeps int8 codes (of ``dims`` principal
+    components) + float16 rows: the next refresh reads every row again in that layout,
+    the ranking stays LanceDB's, also after a further write and a delete."""
+    store = LanceStore(
+        tmp_path / "index", dimension=DIM, memory_rows=5, int8_rows=10, int8_dims=dims
+    )
     plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
     write(store, "a", TEXTS, seed=1)
     q = unit(np.random.default_rng(8), 1)[0]
@@ -110,9 +147,18 @@ def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(tmp_path: Pat
     snap = store._mirror._snapshot  # type: ignore[union-attr]
     assert snap is not None and snap.rows == 10 and snap.vectors.codes is not None
     assert snap.vectors.matrix is None and snap.table_rows is None
+    assert snap.held is not None and snap.held.names == lance_memory.MEMORY_COLUMNS
+    assert snap.vectors.codes.shape[1] == (dims or DIM)
     want = plain.vector_candidates(q, 6)
     assert [i for i, _ in got] == [i for i, _ in want]
     np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=2e-3)
+    write(store, "c", TEXTS[:2], seed=3)
+    store.delete_document("a")
+    got = store.vector_candidates(q, 20, {"tenant": "acme"})
+    snap = store._mirror._snapshot  # type: ignore[union-attr]
+    assert snap is not None and snap.rows == 7
+    want = plain.vector_candidates(q, 20, {"tenant": "acme"})
+    assert [i for i, _ in got] == [i for i, _ in want] and len(got) == 7
 
 
 def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(

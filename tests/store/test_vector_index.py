@@ -33,10 +33,26 @@ def test_zero_vectors_and_zero_queries_have_no_cosine() -> None:
     assert rows.tolist() == []
 
 
-@pytest.mark.parametrize("layout", [VectorLayout(True, False), VectorLayout(False, True)])
+LAYOUTS = [
+    VectorLayout(True, False),
+    VectorLayout(False, True),
+    VectorLayout(False, True, 20, 1, 2),
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_an_empty_index_finds_nothing(layout: VectorLayout) -> None:
     rows, sims = VectorIndex.empty(4, layout).search(np.ones(4, np.float32), 5, None)
     assert rows.tolist() == [] and sims.tolist() == []
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_mask_that_allows_no_row_finds_nothing(layout: VectorLayout) -> None:
+    vectors = np.random.default_rng(9).standard_normal((40, 4)).astype(np.float32)
+    index = VectorIndex.of(vectors, layout)
+    rows, sims = index.search(vectors[0], 5, np.zeros(40, dtype=bool))
+    assert rows.tolist() == [] and sims.tolist() == []
+    assert index.search(vectors[0], 5, None)[0].tolist()[0] == 0
 
 
 def test_kept_drops_rows() -> None:
@@ -132,3 +148,49 @@ def test_layouts_follow_the_row_limits() -> None:
     assert layout_for(101, 100, 500, 3, threads=2) == VectorLayout(False, True, 3, 2)
     with pytest.raises(ValueError, match="float32"):
         VectorIndex.of(np.ones((2, 2), np.float32), VectorLayout(False, True)).raw(np.array([0]))
+
+
+def test_principal_component_codes_find_the_top_k_under_a_mask() -> None:
+    """Codes of 16 of 64 principal components, 20 × k re-scored from float16 rows: the
+    exact top-k among the allowed rows, but for near-ties (recall ≥ 0.98 here)."""
+    vectors = _clustered(5000, 64, 6)
+    layout = layout_for(5000, 100, 0, 2, 1, dims=16, dims_rerank=20)
+    assert layout == VectorLayout(False, True, 20, 1, 16)
+    index = VectorIndex.of(vectors, layout)
+    assert index.codes is not None and index.codes.shape == (5000, 16)
+    assert index.basis is not None and index.basis.shape == (64, 16)
+    rng = np.random.default_rng(7)
+    allowed = rng.random(5000) < 0.4
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    found = 0
+    for i in range(20):
+        q = vectors[i * 50] + rng.standard_normal(64).astype(np.float32)
+        mask = allowed if i % 2 else None
+        rows, sims = index.search(q, 50, mask)
+        assert mask is None or mask[rows].all()
+        found += len(set(rows.tolist()) & set(_exact(vectors, q, mask, 50).tolist()))
+        np.testing.assert_allclose(sims, unit[rows] @ (q / np.linalg.norm(q)), atol=2e-3)
+    assert found / (20 * 50) >= 0.98
+    # two components of 64 cannot tell these rows apart: far fewer of the top-k
+    coarse = VectorIndex.of(vectors, VectorLayout(False, True, 2, 1, 2))
+    q = vectors[0] + rng.standard_normal(64).astype(np.float32)
+    rows, _ = coarse.search(q, 50, None)
+    assert len(set(rows.tolist()) & set(_exact(vectors, q, None, 50).tolist())) < 45
+
+
+def test_principal_component_codes_keep_their_basis_through_refreshes() -> None:
+    vectors = _clustered(1500, 32, 8)
+    layout = VectorLayout(False, True, 20, 1, 8)
+    first = VectorIndex.of(vectors[:1000], layout)
+    keep = np.arange(0, 1000, 2)
+    refreshed = first.kept(keep).appended(vectors[1000:])
+    assert refreshed.basis is first.basis  # new rows are coded on the kept basis
+    assert refreshed.codes is not None and first.codes is not None
+    np.testing.assert_array_equal(refreshed.codes[:500], first.codes[keep])
+    rows = np.concatenate([keep, np.arange(1000, 1500)])
+    for i in (3, 1200):
+        got, _ = refreshed.search(vectors[i], 20, None)
+        want = _exact(vectors[rows], vectors[i], None, 20)
+        assert len(set(got.tolist()) & set(want.tolist())) >= 19
+    with pytest.raises(ValueError, match="float16"):
+        VectorIndex.of(vectors, VectorLayout(True, True, 2, 1, 8))

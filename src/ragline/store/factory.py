@@ -97,6 +97,8 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
         int8_rows=settings.lance_int8_rows,
         int8_rerank=settings.lance_int8_rerank,
         int8_threads=settings.lance_int8_threads,
+        int8_dims=settings.lance_int8_dims,
+        int8_dims_rerank=settings.lance_int8_dims_rerank,
     )
 
 

@@ -487,6 +487,8 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         int8_rows: int = 0,
         int8_rerank: int = 2,
         int8_threads: int = 1,
+        int8_dims: int = 256,
+        int8_dims_rerank: int = 20,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -509,7 +511,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         #: In-process indexes mirroring the table (lance_memory); None: LanceDB's own.
         self._mirror = (
             LanceMirror(
-                dimension, _run, self._open_at, memory_rows, int8_rows, int8_rerank, int8_threads
+                dimension,
+                _run,
+                self._open_at,
+                memory_rows,
+                int8_rows,
+                int8_rerank,
+                int8_threads,
+                int8_dims,
+                int8_dims_rerank,
             )
             if memory_index
             else None
@@ -1035,7 +1045,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         """Stored chunks with each chunk's stored vector, in the same read."""
         snap = self._mirrored() if ids else None
-        if snap is not None and snap.table_rows is not None:  # all in memory: no Arrow vectors
+        if snap is not None and snap.holds_rows and snap.table_rows is not None:  # no Arrow vectors
             at = np.asarray(
                 [snap.position[i] for i in dict.fromkeys(ids) if i in snap.position], np.int64
             )

@@ -21,6 +21,14 @@ search sees one version, as a LanceDB query would: filters are LanceDB ``where``
 predicates evaluated on it (only row ids come back), applied as a mask before
 the top-k and cached per version and predicate; the final hits' rows are taken
 from it by row id.
+
+Rows of the final hits: a small snapshot keeps every chunk column in memory; a
+large one keeps all but :data:`DISK_COLUMNS` (:mod:`ragline.store.held_columns`:
+numbers, and codes into the distinct strings, which mostly repeat per document or
+section) and reads only those from LanceDB. Its take costs
+≈ 0.55 ms per column for 10 rows scattered over 1M rows (all 22 chunk columns:
+13 ms; benchmarks/results/search_core.md, section 8), so the columns it reads, not
+the rows, set the price.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from lancedb.table import AsyncTable
 
 from ragline.store.base import CHUNK_COLUMNS
 from ragline.store.bm25 import FieldTerms, chunk_terms
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import (
     BoolArray,
@@ -65,6 +74,12 @@ BACKGROUND_ROWS = 20_000
 REFRESH_BATCH = 8192
 #: Filter masks kept per snapshot (tenant + a few metadata filters in use).
 MASK_CACHE = 64
+#: Chunk columns a large snapshot leaves on disk: long and unique per chunk (the
+#: text, its hash; the id is in ``Snapshot.ids``). The rest take 75 MiB at 1M
+#: synthetic rows as held columns, and would cost ≈ 11 ms per search on disk.
+DISK_COLUMNS = ("text", "content_hash")
+#: The chunk columns a large snapshot keeps in memory.
+MEMORY_COLUMNS = tuple(c for c in CHUNK_COLUMNS if c not in {"id", *DISK_COLUMNS})
 _UNCACHED = object()
 
 
@@ -81,12 +96,18 @@ class Snapshot:
     keywords: KeywordIndex
     by_rowid: IntArray  # positions sorted by row id (for masks and takes)
     position: dict[str, int]  # chunk id → position
-    table_rows: pa.Table | None  # the chunk columns, row i = position i (small tables)
+    table_rows: pa.Table | None  # every chunk column, row i = position i (small tables)
+    held: HeldColumns | None = None  # MEMORY_COLUMNS of a large table, row i = position i
     stamp: tuple[int, int] | None = None  # the versions folder's (inode, mtime) seen before
 
     @property
     def rows(self) -> int:
         return int(self.rowids.shape[0])
+
+    @property
+    def holds_rows(self) -> bool:
+        """Whether every chunk column and the float32 vectors are in memory."""
+        return self.table_rows is not None and self.vectors.matrix is not None
 
     def positions(self, rowids: npt.NDArray[np.uint64]) -> IntArray:
         """Positions of the given row ids (ids this snapshot lacks are left out)."""
@@ -114,39 +135,58 @@ def build_snapshot(
     """``old`` minus the rows whose row id is not in ``rowids``, plus the rows of
     ``new_batches`` (chunk columns, ``vector`` and ``_rowid``), analysed one batch at
     a time. The chunk columns stay in memory while the snapshot has at most
-    ``keep_rows`` rows; the vectors are kept as ``layout`` says (``old``'s layout must
-    be the same; default: float32 only)."""
+    ``keep_rows`` rows, all but :data:`DISK_COLUMNS` above; the vectors are kept as
+    ``layout`` says (``old``'s layout must be the same; default: float32 only)."""
     from ragline.store.lance import arrow_to_chunks, arrow_vectors
 
     vectors = VectorIndexBuilder(len(rowids), dimension, layout or VectorLayout(True, False))
+    small = len(rowids) <= keep_rows
+    # the columns are kept when ``old`` kept the same ones for its rows
+    keeping = old is None or (old.table_rows is not None if small else old.held is not None)
+    tables: list[pa.Table] = []
+    held: HeldColumnsBuilder | None = None
     if old is None:
         keywords = KeywordIndex.empty()
         kept_rowids = np.zeros(0, np.uint64)
         kept_ids = np.zeros(0, dtype=object)
-        kept_table: pa.Table | None = None
     else:
         keep = np.flatnonzero(np.isin(old.rowids, rowids)).astype(np.int64)
         keywords = old.keywords.kept(keep)
         vectors.add_kept(old.vectors, keep)  # each vector written once, into its final place
         kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
-        kept_table = old.table_rows.take(keep) if old.table_rows is not None else None
-    keeping = len(rowids) <= keep_rows and (old is None or kept_table is not None)
-    tables: list[pa.Table] = [] if kept_table is None else [kept_table]
+        if keeping and small and old.table_rows is not None:
+            tables.append(old.table_rows.take(keep))
     new_rowids: list[npt.NDArray[np.uint64]] = []
     new_ids: list[npt.NDArray[np.object_]] = []
 
+    def start(schema: pa.Schema) -> HeldColumnsBuilder:
+        """The held columns' builder, with ``old``'s kept rows in it."""
+        builder = HeldColumnsBuilder(schema, len(rowids))
+        if old is not None and old.held is not None:
+            builder.add_kept(old.held, keep)
+        return builder
+
     def analysed() -> Iterator[list[Mapping[str, FieldTerms]]]:
+        nonlocal held
         for batch in new_batches:
             new_rowids.append(batch.column("_rowid").to_numpy().astype(np.uint64))
             ids = np.empty(batch.num_rows, dtype=object)
             ids[:] = batch.column("id").to_pylist()
             new_ids.append(ids)
             vectors.add(arrow_vectors(batch, dimension))
-            if keeping:
+            if keeping and small:
                 tables.append(batch.select(list(CHUNK_COLUMNS)))
+            elif keeping:
+                if held is None:
+                    kept = old.held if old is not None else None
+                    schema = kept.schema if kept is not None else batch.schema
+                    held = start(pa.schema([schema.field(c) for c in MEMORY_COLUMNS]))
+                held.add(batch)
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
 
     keywords = keywords.appended_batches(analysed())
+    if keeping and not small and held is None and old is not None and old.held is not None:
+        held = start(old.held.schema)  # no new rows, only kept ones
     all_rowids = np.concatenate([kept_rowids, *new_rowids])
     all_ids = np.concatenate([kept_ids, *new_ids])
     table_rows = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
@@ -161,6 +201,7 @@ def build_snapshot(
         by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
         position={i: n for n, i in enumerate(all_ids.tolist())},
         table_rows=table_rows,
+        held=None if held is None else held.done(),
     )
 
 
@@ -198,12 +239,16 @@ class LanceMirror:
         int8_rows: int = 0,
         rerank: int = 2,
         threads: int = 1,
+        dims: int = 0,
+        dims_rerank: int = 20,
     ) -> None:
         self.dimension = dimension
         self.keep_rows = keep_rows
         self.int8_rows = int8_rows
         self.rerank = rerank
         self.threads = threads
+        self.dims = dims
+        self.dims_rerank = dims_rerank
         self._run = run
         self._open_at = open_at
         self._snapshot: Snapshot | None = None
@@ -280,8 +325,17 @@ class LanceMirror:
 
     def layout(self, rows: int) -> VectorLayout:
         """How a snapshot of ``rows`` rows keeps its vectors (float32 while its chunk
-        columns stay in memory too, int8 codes from ``int8_rows`` rows on)."""
-        return layout_for(rows, self.keep_rows, self.int8_rows, self.rerank, self.threads)
+        columns stay in memory too, int8 codes from ``int8_rows`` rows on, of ``dims``
+        principal components without float32)."""
+        return layout_for(
+            rows,
+            self.keep_rows,
+            self.int8_rows,
+            self.rerank,
+            self.threads,
+            self.dims,
+            self.dims_rerank,
+        )
 
     def _diff(
         self, name: str, version: int, old: Snapshot | None
@@ -349,15 +403,38 @@ class LanceMirror:
         return mask
 
     def rows(self, snap: Snapshot, positions: IntArray, columns: list[str]) -> pa.Table:
-        """The rows at ``positions`` of ``snap`` (any order): from memory when the
-        snapshot keeps its chunk columns (plus ``vector`` from the matrix), else taken
-        from LanceDB by row id."""
-        if snap.table_rows is not None and set(columns) <= {*CHUNK_COLUMNS, "vector"}:
-            out = snap.table_rows.take(positions)
-            if "vector" in columns:
+        """The rows at ``positions`` of ``snap`` (any order), with ``columns``: what the
+        snapshot holds from memory (``id``, its chunk columns, ``vector`` from a float32
+        matrix), the rest taken from LanceDB by row id in one read."""
+        held = set(CHUNK_COLUMNS) if snap.table_rows is not None else set()
+        held |= set(snap.held.names) if snap.held is not None else set()
+        from_disk = [
+            c
+            for c in columns
+            if c not in held and c != "id" and (c != "vector" or snap.vectors.matrix is None)
+        ]
+        disk: pa.Table | None = None
+        if from_disk:
+            wanted = snap.rowids[positions]
+            take = snap.handle.take_row_ids(wanted.tolist()).select(from_disk).with_row_id()
+            disk = self._run(take.to_arrow())
+            got = disk.column("_rowid").to_numpy().astype(np.uint64)
+            order = np.argsort(got, kind="stable")
+            at = np.minimum(np.searchsorted(got[order], wanted), max(len(got) - 1, 0))
+            found = got[order][at] == wanted if len(got) else np.zeros(len(wanted), bool)
+            positions, disk = positions[found], disk.take(order[at[found]])
+        out: list[pa.ChunkedArray | pa.Array] = []
+        for c in columns:
+            if disk is not None and c in from_disk:
+                out.append(disk.column(c))
+            elif c == "id":
+                out.append(pa.array(snap.ids[positions].tolist(), pa.string()))
+            elif c == "vector":
                 raw = snap.vectors.raw(positions).reshape(-1)
-                vec = pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension)
-                out = out.append_column("vector", vec)
-            return out
-        wanted = snap.rowids[positions]
-        return self._run(snap.handle.take_row_ids(wanted.tolist()).select(columns).to_arrow())
+                out.append(pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension))
+            elif snap.table_rows is not None:
+                out.append(snap.table_rows.column(c).take(positions))
+            else:
+                assert snap.held is not None
+                out.append(snap.held.take(c, positions))
+        return pa.Table.from_arrays(out, names=columns)

@@ -1,0 +1,183 @@
+"""Chunk columns a large mirror snapshot keeps in memory, at a few bytes a row.
+
+A hit's row needs every chunk column; reading them from LanceDB costs ≈ 0.55 ms per
+column for 10 rows scattered over 1M (benchmarks/results/search_core.md, section 8),
+so the mirror keeps the columns that are cheap to hold: numbers in numpy arrays,
+strings and string lists as int32 codes into a table of distinct values (a
+document's rows share its source, title, URL, …; a section's its headings). The
+arrays are allocated once at their final size and filled batch by batch, as
+:class:`~ragline.store.vector_index.VectorIndexBuilder` fills the vectors: no
+concatenated copy, and nothing refers to the buffers of LanceDB's reads (a slice
+of one can keep the whole read alive). Immutable once built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+IntArray = npt.NDArray[np.int64]
+Codes = npt.NDArray[np.int32]
+
+#: Code of a null value.
+NULL = -1
+
+
+def _coded(field: pa.Field) -> bool:
+    """Whether a column is kept as codes into distinct values (else as numbers)."""
+    return not (pa.types.is_integer(field.type) or pa.types.is_boolean(field.type))
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One held column: ``data`` (numbers, or codes into ``values``) and, for numbers
+    that were ever null, ``valid``."""
+
+    field: pa.Field
+    data: npt.NDArray[Any]
+    values: tuple[Any, ...] = ()
+    valid: npt.NDArray[np.bool_] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        extra = 0 if self.valid is None else self.valid.nbytes
+        return int(self.data.nbytes) + extra
+
+    def take(self, positions: IntArray) -> pa.Array:
+        """The values at ``positions`` as an Arrow array of the column's type."""
+        if not _coded(self.field):
+            mask = None if self.valid is None else ~self.valid[positions]
+            return pa.array(self.data[positions], type=self.field.type, mask=mask)
+        values = self.values
+        picked = [None if c == NULL else values[c] for c in self.data[positions].tolist()]
+        return pa.array(picked, type=self.field.type)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldColumns:
+    """Columns of a snapshot's rows (row i = position i)."""
+
+    columns: dict[str, Column]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.columns)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([c.field for c in self.columns.values()])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.columns.values())
+
+    def take(self, name: str, positions: IntArray) -> pa.Array:
+        return self.columns[name].take(positions)
+
+
+class HeldColumnsBuilder:
+    """Fills :class:`HeldColumns` of ``rows`` rows: kept rows of an older snapshot,
+    then new batches. Distinct values are only ever appended, so kept codes stay
+    valid; values no row uses any more stay until a full rebuild (a compaction)."""
+
+    def __init__(self, schema: pa.Schema, rows: int) -> None:
+        self.schema = schema
+        self.rows = rows
+        self.filled = 0
+        self.data: dict[str, npt.NDArray[Any]] = {}
+        self.valid: dict[str, npt.NDArray[np.bool_] | None] = {}
+        self.values: dict[str, list[Any]] = {}
+        self.lookup: dict[str, dict[Any, int]] = {}
+        for f in schema:
+            coded = _coded(f)
+            dtype = np.int32 if coded else f.type.to_pandas_dtype()
+            self.data[f.name] = np.empty(rows, dtype)
+            self.valid[f.name] = None
+            if coded:
+                self.values[f.name] = []
+                self.lookup[f.name] = {}
+
+    def add_kept(self, old: HeldColumns, keep: IntArray) -> None:
+        """The rows of ``old`` (same columns) at positions ``keep``."""
+        if old.names != tuple(self.schema.names):
+            raise ValueError("held columns can only keep rows of the same columns")
+        a, b = self.filled, self.filled + len(keep)
+        for name, col in old.columns.items():
+            np.take(col.data, keep, out=self.data[name][a:b])
+            if name in self.values:
+                self.values[name] = list(col.values)
+                self.lookup[name] = {_key(v): n for n, v in enumerate(col.values)}
+            elif col.valid is not None:
+                self._valid(name)[a:b] = col.valid[keep]
+        self.filled = b
+
+    def add(self, batch: pa.Table) -> None:
+        """New rows (a table with at least the held columns)."""
+        a, b = self.filled, self.filled + batch.num_rows
+        for f in self.schema:
+            column = batch.column(f.name)
+            if f.name in self.values:
+                self.data[f.name][a:b] = self._codes(f, column)
+                continue
+            nulls = column.is_null()
+            filled = column.fill_null(0) if column.null_count else column
+            self.data[f.name][a:b] = filled.to_numpy()
+            if column.null_count:  # rows before the first null are valid already
+                self._valid(f.name)[a:b] = ~nulls.to_numpy()
+        self.filled = b
+
+    def done(self) -> HeldColumns:
+        n = self.filled
+        columns = {}
+        for f in self.schema:
+            valid = self.valid[f.name]
+            columns[f.name] = Column(
+                f,
+                self.data[f.name][:n],
+                tuple(self.values.get(f.name, ())),
+                None if valid is None else valid[:n],
+            )
+        return HeldColumns(columns)
+
+    def _valid(self, name: str) -> npt.NDArray[np.bool_]:
+        """The column's validity array, created (all valid so far) on its first null."""
+        valid = self.valid[name]
+        if valid is None:
+            valid = np.ones(self.rows, dtype=bool)
+            self.valid[name] = valid
+        return valid
+
+    def _codes(self, field: pa.Field, column: pa.ChunkedArray) -> Codes:
+        """Codes of a batch's values, adding the values not seen before."""
+        values, lookup = self.values[field.name], self.lookup[field.name]
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            encoded = pc.dictionary_encode(column).combine_chunks()
+            distinct = encoded.dictionary.to_pylist()
+            local = encoded.indices.fill_null(NULL).to_numpy(zero_copy_only=False)
+        else:  # lists and other nested values: one Python object a row
+            distinct = column.to_pylist()
+            local = np.arange(len(distinct))
+        lut = np.empty(len(distinct) + 1, np.int32)
+        lut[NULL] = NULL
+        for n, value in enumerate(distinct):
+            if value is None:
+                lut[n] = NULL
+                continue
+            key = _key(value)
+            code = lookup.get(key)
+            if code is None:
+                code = lookup[key] = len(values)
+                values.append(value)
+            lut[n] = code
+        out: Codes = lut[local]
+        return out
+
+
+def _key(value: Any) -> Any:
+    """A hashable stand-in for a value (lists become tuples)."""
+    return tuple(value) if isinstance(value, list) else value
