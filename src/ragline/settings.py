@@ -279,6 +279,16 @@ class Settings(BaseSettings):
             "the float16 rows, as a multiple of k (1M rows: 10 → recall 0.998, 20 → 0.999)."
         ),
     )
+    lance_bm25_prune_rows: int = Field(
+        250_000,
+        ge=0,
+        le=1_000_000_000,
+        description=(
+            "LanceDB mirror: from this many rows on, BM25 top-k skips postings that cannot "
+            "reach it (MaxScore, exact); below, scoring every posting is faster (100k rows: "
+            "1.52x slower pruned, 1M: 0.60x; benchmarks/results/search_core.md, section 7)."
+        ),
+    )
 
     # --- stores: where the index lives (see docs/scale.md) -----------------------------
     store_url: str = Field(

@@ -24,12 +24,15 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(params=["float32", "int8"])
+@pytest.fixture(params=["float32", "int8", "bm25-pruned"])
 def pair(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[LanceStore, LanceStore]:
-    """The same index opened with the mirror (float32 vectors, or int8 codes + rerank)
-    and with LanceDB's own queries."""
+    """The same index opened with the mirror (float32 vectors, or int8 codes + rerank,
+    or BM25 with MaxScore pruning at any size) and with LanceDB's own queries."""
     int8_rows = 0 if request.param == "int8" else 1_000_000
-    mirrored = LanceStore(tmp_path / "index", dimension=DIM, int8_rows=int8_rows)
+    prune_rows = 0 if request.param == "bm25-pruned" else 1_000_000
+    mirrored = LanceStore(
+        tmp_path / "index", dimension=DIM, int8_rows=int8_rows, bm25_prune_rows=prune_rows
+    )
     plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
     write(mirrored, "a", TEXTS, seed=1)
     write(mirrored, "b", TEXTS[:3], seed=2, tenant="other", title="Other Notes")
@@ -200,3 +203,12 @@ def test_a_large_refresh_runs_in_the_background_while_lancedb_answers(
     assert store._mirror._snapshot is not None and store._mirror._snapshot.rows == len(TEXTS)
     got = store.keyword_candidates("gradient descent", 10)
     assert [i for i, _ in got] == [i for i, _ in want]
+
+
+def test_the_bm25_pruning_size_is_a_setting(tmp_path: Path) -> None:
+    from ragline.settings import Settings
+    from ragline.store.factory import make_store
+
+    settings = Settings(index_dir=tmp_path / "idx", lance_bm25_prune_rows=7)
+    with make_store(settings, DIM) as store:
+        assert isinstance(store, LanceStore) and store.bm25_prune_rows == 7

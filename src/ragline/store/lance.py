@@ -90,6 +90,7 @@ from ragline.store.filters import (
     sql_literal,
     to_sql_predicate,
 )
+from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -489,6 +490,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         int8_threads: int = 1,
         int8_dims: int = 256,
         int8_dims_rerank: int = 20,
+        bm25_prune_rows: int = PRUNE_MIN_ROWS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -501,6 +503,8 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         self.ann_ef = ann_ef  # only used by HNSW indexes; kept for indexes built elsewhere
         self.ann_nprobes = ann_nprobes
         self.ann_refine_factor = ann_refine_factor
+        #: The mirror's BM25 skips postings (MaxScore) from this many rows on.
+        self.bm25_prune_rows = bm25_prune_rows
         self._lock = threading.RLock()
         self._closed = False
         self._meta = _Meta()
@@ -966,7 +970,9 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         allowed = self._mirror.mask(snap, pred)
         # the exhaustive scorer's top-k (filters applied before it), with most postings
         # of a big index skipped (MaxScore, store/keyword_index.py)
-        rows, scores = snap.keywords.top(counts, (b.title, b.headings, b.text), k, allowed)
+        rows, scores = snap.keywords.top(
+            counts, (b.title, b.headings, b.text), k, allowed, self.bm25_prune_rows
+        )
         return rows, scores
 
     # -- LanceDB's own queries
