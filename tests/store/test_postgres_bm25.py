@@ -455,6 +455,15 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
     ):
         assert store.count_chunks() == before
         assert packed_meta(pg_url, schema) == (0, 0)  # read from rows until optimize()
+        with (
+            psycopg.connect(pg_url, autocommit=True) as conn,
+            pytest.raises(psycopg.errors.NotNullViolation),
+        ):  # a process still packing in the 0003 format cannot write boundless parts
+            conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
+            conn.execute(
+                f"INSERT INTO ragline_term_postings (term, postings) SELECT p.term, "
+                f"{postgres_bm25._PACK} FROM ragline_postings p GROUP BY p.term"
+            )
         want = {q: exact.keyword_candidates(q, 10) for q in queries()[:12]}
         assert all(want.values())
         assert {q: store.keyword_candidates(q, 10) for q in want} == want

@@ -9,8 +9,11 @@
 TRUNCATE ragline_term_postings;
 DELETE FROM ragline_meta WHERE key = 'packed_postings';
 ALTER TABLE ragline_term_postings DROP CONSTRAINT ragline_term_postings_pkey;
+-- No defaults (the table is empty here): a process that still packs in the 0003
+-- format (term, postings) must fail, not store a whole list as a part whose
+-- bounds say it adds nothing, which pruning would then skip.
 ALTER TABLE ragline_term_postings
-    ADD COLUMN part smallint NOT NULL DEFAULT 0,
-    ADD COLUMN max_tf int[] NOT NULL DEFAULT '{0,0,0}',
-    ADD COLUMN min_len int[] NOT NULL DEFAULT '{0,0,0}';
+    ADD COLUMN part smallint NOT NULL,
+    ADD COLUMN max_tf int[] NOT NULL,
+    ADD COLUMN min_len int[] NOT NULL;
 ALTER TABLE ragline_term_postings ADD PRIMARY KEY (term, part);
