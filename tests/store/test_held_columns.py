@@ -74,6 +74,22 @@ def test_kept_rows_and_new_rows_read_like_a_fresh_build() -> None:
     assert taken(old, list(range(12))).to_pylist() == first.select(HELD.names).to_pylist()
 
 
+def test_values_no_row_uses_are_dropped_at_each_build() -> None:
+    """A re-ingest replaces rows; their old distinct values must not stay for the
+    life of the server (each refresh copies the tables of the one before)."""
+    old_titles = pa.table({"title": [f"old {i}" for i in range(50)] + ["kept"]})
+    builder = HeldColumnsBuilder(pa.schema([HELD.field("title")]), 51)
+    builder.add(old_titles)
+    old = builder.done()
+    builder = HeldColumnsBuilder(pa.schema([HELD.field("title")]), 3)
+    builder.add_kept(old, np.asarray([50], dtype=np.int64))
+    builder.add(pa.table({"title": ["new", None]}))
+    held = builder.done()
+    assert sorted(held.columns["title"].values) == ["kept", "new"]
+    assert held.take("title", np.arange(3)).to_pylist() == ["kept", "new", None]
+    assert old.take("title", np.asarray([0, 50])).to_pylist() == ["old 0", "kept"]
+
+
 def test_keeping_rows_of_other_columns_is_refused() -> None:
     builder = HeldColumnsBuilder(HELD, 3)
     builder.add(batch(np.random.default_rng(3), 3, False))

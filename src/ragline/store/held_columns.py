@@ -82,8 +82,10 @@ class HeldColumns:
 
 class HeldColumnsBuilder:
     """Fills :class:`HeldColumns` of ``rows`` rows: kept rows of an older snapshot,
-    then new batches. Distinct values are only ever appended, so kept codes stay
-    valid; values no row uses any more stay until a full rebuild (a compaction)."""
+    then new batches. Distinct values are only appended while filling, so kept codes
+    stay valid; :meth:`done` then drops the values no row uses any more (re-ingested
+    documents' old titles, timestamps, …), so a long-running server's tables do not
+    grow with every refresh."""
 
     def __init__(self, schema: pa.Schema, rows: int) -> None:
         self.schema = schema
@@ -136,12 +138,10 @@ class HeldColumnsBuilder:
         columns = {}
         for f in self.schema:
             valid = self.valid[f.name]
-            columns[f.name] = Column(
-                f,
-                self.data[f.name][:n],
-                tuple(self.values.get(f.name, ())),
-                None if valid is None else valid[:n],
-            )
+            data, values = self.data[f.name][:n], self.values.get(f.name, [])
+            if f.name in self.values:
+                values = compact_codes(data, values)
+            columns[f.name] = Column(f, data, tuple(values), None if valid is None else valid[:n])
         return HeldColumns(columns)
 
     def _valid(self, name: str) -> npt.NDArray[np.bool_]:
@@ -176,6 +176,19 @@ class HeldColumnsBuilder:
             lut[n] = code
         out: Codes = lut[local]
         return out
+
+
+def compact_codes(codes: Codes, values: list[Any]) -> list[Any]:
+    """The ``values`` some code uses, in their order; ``codes`` are renumbered in
+    place to match (O(rows): one count, one gather)."""
+    live = codes[codes != NULL]
+    used = np.flatnonzero(np.bincount(live, minlength=len(values)))
+    if len(used) == len(values):
+        return values
+    renumber = np.full(len(values) + 1, NULL, np.int32)  # the last slot maps NULL (-1)
+    renumber[used] = np.arange(len(used), dtype=np.int32)
+    codes[:] = renumber[codes]
+    return [values[i] for i in used.tolist()]
 
 
 def _key(value: Any) -> Any:
