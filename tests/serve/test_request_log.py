@@ -122,3 +122,5 @@ def test_a_search_row_is_written_with_its_hits_and_timings(
     assert row.retrieved_chunk_ids == [h["id"] for h in body["hits"]] != []
     assert row.latencies_ms == pytest.approx(body["timings_ms"], abs=1e-3)  # shown rounded
     assert row.response_time_ms is not None and row.response_time_ms > 0
+    time.sleep(0.5)  # a second row (the middleware's) would land after the response
+    assert len(rows_of(db, 1)) == 1
