@@ -212,3 +212,33 @@ def test_the_bm25_pruning_size_is_a_setting(tmp_path: Path) -> None:
     settings = Settings(index_dir=tmp_path / "idx", lance_bm25_prune_rows=7)
     with make_store(settings, DIM) as store:
         assert isinstance(store, LanceStore) and store.bm25_prune_rows == 7
+
+
+def test_a_mostly_new_table_gets_a_basis_of_its_own_rows(tmp_path: Path) -> None:
+    """When most rows are new (a re-ingest, a compaction), the refresh builds afresh:
+    the codes' principal components are those of the rows now stored, as a server
+    opened now would compute them, not those of a corpus that is gone."""
+    opts: dict[str, Any] = {"dimension": DIM, "memory_rows": 5, "int8_rows": 0, "int8_dims": 8}
+    store = LanceStore(tmp_path / "index", **opts)
+    rng = np.random.default_rng(11)
+    old_dirs = unit(rng, 1)[0] * 3
+    write(store, "a", TEXTS, unit(rng, 5) + old_dirs, seed=1)
+    write(store, "b", TEXTS, unit(rng, 5) + old_dirs, seed=2)
+    q = unit(rng, 1)[0]
+    store.vector_candidates(q, 3)
+    before = store._mirror._snapshot  # type: ignore[union-attr]
+    assert before is not None and before.vectors.basis is not None
+    store.delete_document("a")
+    new_dirs = unit(rng, 1)[0] * 3
+    for doc, seed in (("c", 3), ("d", 4)):
+        write(store, doc, TEXTS, unit(rng, 5) + new_dirs, seed=seed)
+    got = store.vector_candidates(q, 15)
+    after = store._mirror._snapshot  # type: ignore[union-attr]
+    assert after is not None and after.rows == 15 and after.vectors.basis is not None
+    fresh = LanceStore(tmp_path / "index", **opts)
+    want = fresh.vector_candidates(q, 15)
+    built = fresh._mirror._snapshot  # type: ignore[union-attr]
+    assert built is not None and built.vectors.basis is not None
+    np.testing.assert_allclose(after.vectors.basis, built.vectors.basis, atol=1e-6)
+    assert not np.allclose(after.vectors.basis, before.vectors.basis, atol=1e-3)
+    assert got == want

@@ -341,14 +341,19 @@ class LanceMirror:
         self, name: str, version: int, old: Snapshot | None
     ) -> tuple[AsyncTable, npt.NDArray[np.uint64], npt.NDArray[np.uint64], Snapshot | None]:
         """(handle pinned to ``version``, its row ids, the row ids to read, the snapshot
-        to build on: ``old``, or None when the row count moved it to another layout, so
-        every row is read again)."""
+        to build on: ``old``, or None — every row read again — when the row count moved
+        it to another layout or when most rows are new (a compaction renumbers them all,
+        a re-ingest may replace most): what was estimated on the old rows, the
+        principal-component basis of the codes, then follows the corpus, at the cost of
+        reading at most as many rows again as the refresh reads anyway)."""
         handle: AsyncTable = self._run(self._open_at(name, version))
         keys = self._run(handle.query().select([]).with_row_id().to_arrow())
         rowids = keys.column("_rowid").to_numpy().astype(np.uint64)
         if old is not None and old.vectors.layout != self.layout(len(rowids)):
             old = None
         fresh = rowids if old is None else rowids[~np.isin(rowids, old.rowids)]
+        if old is not None and 2 * len(fresh) > len(rowids):
+            old, fresh = None, rowids
         return handle, rowids, fresh, old
 
     def _refresh(
