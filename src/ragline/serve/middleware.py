@@ -171,7 +171,7 @@ class ServeMiddleware:
         ip = client_ip(scope)
         if api and method == "POST":
             limiter = state.limiter
-            if getattr(limiter, "blocking", True):
+            if limiter.blocking:
                 decision = await run_in_threadpool(limiter.hit, ip)
             else:
                 decision = limiter.hit(ip)
