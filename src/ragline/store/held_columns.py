@@ -14,6 +14,7 @@ of one can keep the whole read alive). Immutable once built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,10 @@ class Column:
     data: npt.NDArray[Any]
     values: tuple[Any, ...] = ()
     valid: npt.NDArray[np.bool_] | None = None
+    coded: bool = dataclass_field(init=False)  # of the field's type, asked once (≈ 1 µs)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "coded", _coded(self.field))
 
     @property
     def nbytes(self) -> int:
@@ -50,12 +55,25 @@ class Column:
 
     def take(self, positions: IntArray) -> pa.Array:
         """The values at ``positions`` as an Arrow array of the column's type."""
-        if not _coded(self.field):
+        if not self.coded:
             mask = None if self.valid is None else ~self.valid[positions]
             return pa.array(self.data[positions], type=self.field.type, mask=mask)
-        values = self.values
-        picked = [None if c == NULL else values[c] for c in self.data[positions].tolist()]
-        return pa.array(picked, type=self.field.type)
+        return pa.array(self.values_at(positions), type=self.field.type)
+
+    def values_at(self, positions: IntArray) -> list[Any]:
+        """The values at ``positions`` as Python objects (None for a null), as Arrow's
+        ``to_pylist`` gives them, without an Arrow array in between: a search turns a
+        hit's columns into Python values anyway, and one Arrow call per column costs
+        more than the numpy gather (benchmarks/results/search_hits.md). A list value
+        is the held object itself: a caller copies it before changing it."""
+        picked = self.data[positions].tolist()
+        if self.coded:
+            values = self.values
+            return [None if c == NULL else values[c] for c in picked]
+        if self.valid is None:
+            return picked  # type: ignore[no-any-return]
+        valid = self.valid[positions].tolist()
+        return [v if ok else None for v, ok in zip(picked, valid, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +96,9 @@ class HeldColumns:
 
     def take(self, name: str, positions: IntArray) -> pa.Array:
         return self.columns[name].take(positions)
+
+    def values_at(self, name: str, positions: IntArray) -> list[Any]:
+        return self.columns[name].values_at(positions)
 
 
 class HeldColumnsBuilder:
