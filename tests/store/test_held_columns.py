@@ -96,3 +96,21 @@ def test_keeping_rows_of_other_columns_is_refused() -> None:
     other = HeldColumnsBuilder(pa.schema([HELD.field("title")]), 3)
     with pytest.raises(ValueError, match="same columns"):
         other.add_kept(builder.done(), np.arange(3))
+
+
+def test_python_values_are_what_arrow_gives_for_every_column() -> None:
+    """``values_at`` (a hit's values without an Arrow array) equals ``take`` then
+    ``to_pylist``, value and type, with nulls in every kind of column, repeats and
+    any order; no positions give no values."""
+    rng = np.random.default_rng(11)
+    builder = HeldColumnsBuilder(HELD, 60)
+    builder.add(batch(rng, 30, nulls=False))
+    builder.add(batch(rng, 30, nulls=True))
+    held = builder.done()
+    at = np.concatenate([rng.permutation(60), [31, 31, 0]]).astype(np.int64)
+    for name in held.names:
+        got, want = held.values_at(name, at), held.take(name, at).to_pylist()
+        assert got == want and [type(v) for v in got] == [type(v) for v in want], name
+        assert held.values_at(name, np.zeros(0, np.int64)) == []
+    for name in ("title", "heading_path", "page"):
+        assert None in held.values_at(name, at), name
