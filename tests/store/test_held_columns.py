@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 
 SCHEMA = pa.schema(
     [
@@ -114,3 +114,19 @@ def test_python_values_are_what_arrow_gives_for_every_column() -> None:
         assert held.values_at(name, np.zeros(0, np.int64)) == []
     for name in ("title", "heading_path", "page"):
         assert None in held.values_at(name, at), name
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_strings_read_from_their_buffers_are_arrows_values(kind: pa.DataType) -> None:
+    """Nulls, empty and non-ASCII strings, a sliced array and several chunks; a
+    column that is not text is refused."""
+    values = ["Größe", "", None, "日本語のテキスト", "x" * 300, None, "end"]
+    whole = pa.array(values, kind)
+    at = np.asarray([6, 0, 2, 3, 3, 1, 4, 5], dtype=np.int64)
+    for column in (whole, pa.chunked_array([whole[:3], whole[3:]], kind)):
+        assert StringsAt.of(column).values_at(at) == whole.take(at).to_pylist()
+    sliced = whole[2:6]
+    assert StringsAt.of(sliced).values_at(np.arange(4)) == values[2:6]
+    assert StringsAt.of(pa.array([], kind)).values_at(np.zeros(0, np.int64)) == []
+    with pytest.raises(TypeError, match="not a string column"):
+        StringsAt.of(pa.array([1, 2]))

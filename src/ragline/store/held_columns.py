@@ -215,3 +215,44 @@ def compact_codes(codes: Codes, values: list[Any]) -> list[Any]:
 def _key(value: Any) -> Any:
     """A hashable stand-in for a value (lists become tuples)."""
     return tuple(value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True, slots=True)
+class StringsAt:
+    """An Arrow string column read row by row from its own buffers (no copy): a
+    hit's text decoded straight from its bytes. An Arrow take + ``to_pylist`` costs
+    ≈ 1.3× this on warm caches and ≈ 2× on cold ones (another search's work in
+    between; benchmarks/results/search_hits.md)."""
+
+    offsets: npt.NDArray[np.int64] | npt.NDArray[np.int32]
+    data: memoryview
+    nulls: npt.NDArray[np.bool_] | None = None
+
+    @classmethod
+    def of(cls, column: pa.ChunkedArray | pa.Array) -> StringsAt:
+        """The view of a ``string`` or ``large_string`` column; it keeps the buffers alive."""
+        array = column
+        if isinstance(column, pa.ChunkedArray):
+            array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        if pa.types.is_string(array.type):
+            dtype: type[np.signedinteger[Any]] = np.int32
+        elif pa.types.is_large_string(array.type):
+            dtype = np.int64
+        else:
+            raise TypeError(f"not a string column: {array.type}")
+        _, offsets, data = array.buffers()
+        ends = np.frombuffer(offsets, dtype=dtype) if offsets is not None else np.zeros(1, dtype)
+        ends = ends[array.offset : array.offset + len(array) + 1]
+        nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+        return cls(ends, memoryview(data) if data is not None else memoryview(b""), nulls)
+
+    def values_at(self, positions: IntArray) -> list[str | None]:
+        """The strings at ``positions`` (None for a null), as Arrow's ``to_pylist``."""
+        data = self.data
+        starts = self.offsets[positions].tolist()
+        ends = self.offsets[positions + 1].tolist()
+        out: list[str | None] = [str(data[a:b], "utf-8") for a, b in zip(starts, ends, strict=True)]
+        if self.nulls is not None:
+            null = self.nulls[positions].tolist()
+            out = [None if n else v for v, n in zip(out, null, strict=True)]
+        return out

@@ -41,7 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from lancedb.table import AsyncTable
 
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
 from ragline.store.bm25 import FieldTerms, chunk_terms
-from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import (
     BoolArray,
@@ -102,6 +102,7 @@ class Snapshot:
     position: dict[str, int]  # chunk id → position
     texts: pa.Table | None  # DISK_COLUMNS, row i = position i (small tables)
     held: HeldColumns | None = None  # MEMORY_COLUMNS, row i = position i
+    text_values: Mapping[str, StringsAt] = field(default_factory=dict)  # views of ``texts``
     stamp: tuple[int, int] | None = None  # the versions folder's (inode, mtime) seen before
 
     @property
@@ -195,6 +196,7 @@ def build_snapshot(
     all_rowids = np.concatenate([kept_rowids, *new_rowids])
     all_ids = np.concatenate([kept_ids, *new_ids])
     texts = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
+    views = {} if texts is None else {c: StringsAt.of(texts[c]) for c in texts.column_names}
     return Snapshot(
         table=table,
         version=version,
@@ -207,6 +209,7 @@ def build_snapshot(
         position={i: n for n, i in enumerate(all_ids.tolist())},
         texts=texts,
         held=None if held is None else held.done(),
+        text_values=views,
     )
 
 
@@ -425,24 +428,21 @@ class LanceMirror:
             none = np.zeros((0, self.dimension), np.float32) if vectors else None
             return [], positions, none
         held = snap.held.columns if snap.held is not None else {}
-        texts = snap.texts
-        kept = set(texts.column_names) if texts is not None else set()
-        from_disk = [c for c in CHUNK_COLUMNS if c not in held and c not in kept and c != "id"]
+        texts = snap.text_values
+        from_disk = [c for c in CHUNK_COLUMNS if c not in held and c not in texts and c != "id"]
         if vectors and snap.vectors.matrix is None:
             from_disk.append("vector")
         disk: pa.Table | None = None
         if from_disk:
             positions, disk = self._take(snap, positions, from_disk)
-        if texts is not None:
-            texts = texts.take(positions)
         columns: list[list[Any]] = []
         for c in CHUNK_COLUMNS:
             if c in held:
                 columns.append(held[c].values_at(positions))
             elif c == "id":
                 columns.append(snap.ids[positions].tolist())
-            elif c in kept and texts is not None:
-                columns.append(texts.column(c).to_pylist())
+            elif c in texts:
+                columns.append(texts[c].values_at(positions))
             else:
                 assert disk is not None
                 columns.append(disk.column(c).to_pylist())
