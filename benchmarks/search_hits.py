@@ -70,6 +70,7 @@ def main() -> None:
     ap.add_argument("--work-dir", type=Path, default=None, help="where the synthetic index is")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--threshold", type=float, default=0.0, help="RELEVANCE_THRESHOLD")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(args.old_src))
@@ -88,7 +89,7 @@ def main() -> None:
         folder = manifest_path.parent
         tenant = f"eval-{str(json.loads(manifest_path.read_text())['key'])[:16]}"
         label = "the `ragline eval` SciFact index"
-    update = {"index_dir": folder, "tenant": tenant}
+    update = {"index_dir": folder, "tenant": tenant, "relevance_threshold": args.threshold}
     new_s = Settings().model_copy(update=update)
     old_s = old_settings.Settings().model_copy(update=update)
     new_store = make_store(new_s, embedder.dimension)
@@ -166,7 +167,8 @@ def main() -> None:
         *machine_lines(loads),
         f"- command: `{command_line()}`",
         f"- index: {label} ({rows:,} chunks), LanceStore with the in-process mirror; "
-        f"{len(measured)} queries after {args.warmup} warm-ups; hybrid weighted, top_k 10",
+        f"{len(measured)} queries after {args.warmup} warm-ups; hybrid weighted, top_k 10, "
+        f"relevance threshold {args.threshold}",
         "- before = the older commit (package `ragline_old`), after = this tree; the two "
         "alternate which runs first per query; cold = a 64 MiB array summed before each call",
         f"- results differing in any field (every mode on the warm-ups, hybrid on every "

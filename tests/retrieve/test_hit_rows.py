@@ -148,6 +148,9 @@ class RowsFromLanceDB:
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         return self.rows.chunks_with_vectors(ids)
 
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        return self.rows.vectors_for(ids)
+
 
 def every_field(hit: Hit) -> dict[str, Any]:
     """Every field of a hit and of its chunk, with the score's type."""
@@ -191,11 +194,16 @@ def test_rows_are_lancedbs_for_any_ids(
     got, want = mirrored.chunks_with_vectors(ids), plain.chunks_with_vectors(ids)
     assert list(got) == ["ocean/1", "volcano/0", "soil/0", "river/1"]
     assert set(want) == set(got)
+    vectors, stored = mirrored.vectors_for(ids), plain.vectors_for(ids)
+    assert set(vectors) == set(stored) == set(got)
     for cid, (chunk, vector) in got.items():
         assert chunk == want[cid][0]
         np.testing.assert_array_equal(vector, want[cid][1])
+        np.testing.assert_array_equal(vectors[cid], stored[cid])
+        assert vectors[cid].dtype == stored[cid].dtype == np.float32
     assert got["volcano/0"][0] == chunks_of("volcano", make_chunk)[0]
     assert mirrored.chunks_with_vectors([]) == {} and mirrored.chunks_with_vectors(["x"]) == {}
+    assert mirrored.vectors_for([]) == {} and mirrored.vectors_for(["x"]) == {}
 
 
 def test_a_search_with_no_candidates_reads_no_rows(

@@ -741,8 +741,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         return dict(zip(rows.column("content_hash").to_pylist(), vecs, strict=True))
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        """Stored vectors by id: the mirror's float32 rows when it keeps them (a
+        threshold asks this for every keyword-only candidate, and LanceDB's
+        ``id IN (…)`` scan costs milliseconds), else that scan."""
         if not ids:
             return {}
+        snap = self._mirrored()
+        if snap is not None and snap.vectors.matrix is not None:
+            at = self._positions(snap, ids)
+            return dict(zip(snap.ids[at].tolist(), snap.vectors.raw(at), strict=True))
         table = self._table()
         unique = list(dict.fromkeys(ids))
         query = table.query().where(sql_in_list("id", unique)).select(["id", "vector"])
