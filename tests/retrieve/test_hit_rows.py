@@ -217,3 +217,50 @@ def test_a_search_with_no_candidates_reads_no_rows(
         retriever.search("lava", top_k=0)
     qv = embedder.embed_query("lava")
     assert mirrored.weighted_candidates(qv, "lava", 0)[0] == []
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_rows_stay_lancedbs_across_refreshes(
+    tmp_path: Path, embedder: Embedder, make_chunk: Callable[..., Chunk], layout: str
+) -> None:
+    """A refresh keeps the old rows' held columns and adds the new rows': after a
+    rewrite (new title, same ids), an added document and a delete by another store,
+    every chunk on the mirror is the stored one."""
+    path = tmp_path / "lance"
+    writer = LanceStore(path, dimension=embedder.dimension, memory_index=False)
+    mirrored = LanceStore(path, dimension=embedder.dimension, **LAYOUTS[layout])
+
+    def put(doc_id: str, title: str | None = None) -> None:
+        chunks = chunks_of(doc_id, make_chunk)
+        if title is not None:
+            chunks = [make_chunk(c.id, **{**vars_of(c), "title": title}) for c in chunks]
+        record = DocumentRecord(doc_id, "default", chunks[0].source, doc_id, 2, 20, "", "", "", "")
+        vectors = embedder.embed_documents([c.embed_text for c in chunks])
+        writer.replace_documents([DocumentWrite(record, chunks, vectors)])
+
+    def check() -> None:
+        ids = [f"{d}/{n}" for d in DOCS for n in range(2)]
+        got, want = mirrored.chunks_with_vectors(ids), writer.chunks_with_vectors(ids)
+        assert {i: c for i, (c, _) in got.items()} == {i: c for i, (c, _) in want.items()}
+        assert got
+
+    for doc_id in ("volcano", "river", "ocean", "soil"):
+        put(doc_id)
+    check()
+    snap = mirrored._mirror._snapshot if mirrored._mirror is not None else None
+    put("river", title="Rivers, rewritten")  # each step a refresh on the old snapshot
+    check()
+    put("glacier")
+    check()
+    writer.delete_document("volcano")
+    check()
+    now = mirrored._mirror._snapshot if mirrored._mirror is not None else None
+    assert snap is not None and now is not None and now.version > snap.version
+    assert mirrored.chunks_with_vectors(["river/0"])["river/0"][0].title == "Rivers, rewritten"
+    assert mirrored.chunks_with_vectors(["volcano/0"]) == {}
+    mirrored.close()
+    writer.close()
+
+
+def vars_of(chunk: Chunk) -> dict[str, Any]:
+    return {f.name: getattr(chunk, f.name) for f in fields(chunk) if f.name != "id"}
