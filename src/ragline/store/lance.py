@@ -416,6 +416,13 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise StoreError(f"LanceDB: {exc}") from exc
 
 
+def _racing_creation(exc: StoreError) -> bool:
+    """Whether opening a fresh index failed only because another process is creating
+    the same tables at this moment."""
+    text = str(exc).lower()
+    return "conflict" in text or "was not found" in text
+
+
 async def _open_or_create(db: AsyncConnection, name: str, schema: pa.Schema) -> AsyncTable:
     if name in await _table_names(db):
         return await db.open_table(name)
@@ -543,8 +550,10 @@ class LanceStore(SearchDefaults, ClosesOnExit):
                 except StoreError as exc:
                     # Two processes creating one fresh index (a server and an ingest
                     # started together) race on its first commits; LanceDB calls the
-                    # loser's commit retryable, and the retry finds the winner's tables.
-                    if "conflict" not in str(exc).lower() or attempt == _OPEN_ATTEMPTS - 1:
+                    # loser's commit retryable, or lists the winner's table before its
+                    # first version is written (opening it says "not found"); the retry
+                    # finds the winner's tables.
+                    if not _racing_creation(exc) or attempt == _OPEN_ATTEMPTS - 1:
                         raise
                     time.sleep(0.05 * 2**attempt)
         except StoreError:
