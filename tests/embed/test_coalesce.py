@@ -1,0 +1,230 @@
+"""CoalescingEmbedder: concurrent query embeddings share model runs, results unchanged."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from ragline.embed.base import Embedder, EmbeddingError, Vectors
+from ragline.embed.coalesce import CoalescingEmbedder, QueryBatchEmbedder, coalescing
+from ragline.embed.onnx import OnnxEmbedder
+
+QUERIES = [
+    "what is a tensor",
+    "how does the learning rate schedule change the gradient steps of adam",
+    "dropout",
+    "why do residual connections help very deep convolutional networks train",
+    "softmax regression loss",
+    "attention",
+    "batch normalisation at inference time",
+    "how are word embeddings trained with negative sampling in word2vec",
+]
+
+
+class Recorder:
+    """Wraps a real embedder's ``embed_queries``: records batch sizes, can hold a run
+    until released, and can fail chosen runs (fault injection)."""
+
+    def __init__(self, embedder: OnnxEmbedder) -> None:
+        self.embedder = embedder
+        self.batches: list[list[str]] = []
+        self.hold = threading.Event()
+        self.hold.set()
+        self.started = threading.Event()
+        self.fail_on: set[int] = set()
+
+    def __call__(self, texts: list[str]) -> Vectors:
+        run = len(self.batches)
+        self.batches.append(list(texts))
+        self.started.set()
+        assert self.hold.wait(30)
+        if run in self.fail_on:
+            raise EmbeddingError(f"injected failure in run {run}")
+        return self.embedder.embed_queries(texts)
+
+
+def in_threads(fn: Callable[[str], Vectors], texts: list[str]) -> list[Vectors | BaseException]:
+    out: list[Vectors | BaseException] = [RuntimeError("not run")] * len(texts)
+
+    def one(i: int) -> None:
+        try:
+            out[i] = fn(texts[i])
+        except BaseException as exc:
+            out[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive(), "a caller never returned (deadlock)"
+    return out
+
+
+def wait_queued(c: CoalescingEmbedder, n: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(c._queue) < n:
+        assert time.monotonic() < deadline, f"{len(c._queue)} of {n} queries queued"
+        time.sleep(0.005)
+
+
+@pytest.fixture(scope="module")
+def onnx() -> OnnxEmbedder:
+    return OnnxEmbedder(threads=1)
+
+
+def test_is_an_embedder_and_delegates(onnx: OnnxEmbedder) -> None:
+    c = CoalescingEmbedder(onnx, onnx.embed_queries, 8)
+    assert isinstance(c, Embedder)
+    assert c.fingerprint == onnx.fingerprint
+    assert c.dimension == onnx.dimension == 384
+    assert c.count_tokens("a short query") == onnx.count_tokens("a short query")
+    docs = ["one passage about tensors", "another about gradients"]
+    np.testing.assert_array_equal(c.embed_documents(docs), onnx.embed_documents(docs))
+
+
+def test_a_lone_query_runs_at_once_alone(onnx: OnnxEmbedder) -> None:
+    rec = Recorder(onnx)
+    c = CoalescingEmbedder(onnx, rec, 8)
+    v = c.embed_query(QUERIES[1])
+    assert rec.batches == [[QUERIES[1]]]
+    np.testing.assert_allclose(v, onnx.embed_query(QUERIES[1]), atol=1e-6)
+    assert v.shape == (384,) and v.dtype == np.float32
+
+
+def test_queries_arriving_during_a_run_share_the_next(onnx: OnnxEmbedder) -> None:
+    rec = Recorder(onnx)
+    c = CoalescingEmbedder(onnx, rec, 8)
+    rec.hold.clear()
+    first = threading.Thread(target=c.embed_query, args=(QUERIES[0],))
+    first.start()
+    assert rec.started.wait(30)
+    results: list[Vectors | BaseException] = []
+    rest = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, QUERIES[1:])))
+    rest.start()
+    wait_queued(c, len(QUERIES) - 1)
+    rec.hold.set()
+    first.join(30)
+    rest.join(60)
+    assert [len(b) for b in rec.batches] == [1, len(QUERIES) - 1]
+    for q, v in zip(QUERIES[1:], results, strict=True):
+        assert isinstance(v, np.ndarray)
+        np.testing.assert_allclose(v, onnx.embed_query(q), atol=1e-6)
+    assert not c._running and not c._queue
+
+
+def test_max_batch_caps_each_run(onnx: OnnxEmbedder) -> None:
+    rec = Recorder(onnx)
+    c = CoalescingEmbedder(onnx, rec, 2)
+    rec.hold.clear()
+    first = threading.Thread(target=c.embed_query, args=(QUERIES[0],))
+    first.start()
+    assert rec.started.wait(30)
+    results: list[Vectors | BaseException] = []
+    rest = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, QUERIES[1:6])))
+    rest.start()
+    wait_queued(c, 5)
+    rec.hold.set()
+    first.join(30)
+    rest.join(60)
+    assert [len(b) for b in rec.batches] == [1, 2, 2, 1]
+    assert all(isinstance(v, np.ndarray) for v in results)
+
+
+def test_a_failed_run_fails_each_of_its_queries_and_nothing_after(onnx: OnnxEmbedder) -> None:
+    rec = Recorder(onnx)
+    rec.fail_on = {1}
+    c = CoalescingEmbedder(onnx, rec, 8)
+    rec.hold.clear()
+    first_out: list[Vectors] = []
+    first = threading.Thread(target=lambda: first_out.append(c.embed_query(QUERIES[0])))
+    first.start()
+    assert rec.started.wait(30)
+    results: list[Vectors | BaseException] = []
+    rest = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, QUERIES[1:4])))
+    rest.start()
+    wait_queued(c, 3)
+    rec.hold.set()
+    first.join(30)
+    rest.join(60)
+    assert len(first_out) == 1  # the run before the failing one is unaffected
+    assert len(results) == 3
+    for r in results:
+        assert isinstance(r, EmbeddingError) and "injected failure in run 1" in str(r)
+    # Nothing is left stuck: the next query runs at once.
+    np.testing.assert_allclose(c.embed_query("dropout"), onnx.embed_query("dropout"), atol=1e-6)
+    assert [len(b) for b in rec.batches] == [1, 3, 1]
+
+
+def test_a_wrong_vector_count_is_an_error_for_every_waiter(onnx: OnnxEmbedder) -> None:
+    c = CoalescingEmbedder(onnx, lambda texts: onnx.embed_queries(texts[:1]), 8)
+    assert c.embed_query("alone").shape == (384,)
+    gate = threading.Event()
+
+    def short(texts: list[str]) -> Vectors:
+        gate.wait(30)
+        return onnx.embed_queries(texts[:1])
+
+    c = CoalescingEmbedder(onnx, short, 8)
+    first = threading.Thread(target=c.embed_query, args=("first",))
+    first.start()
+    results: list[Vectors | BaseException] = []
+    rest = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, ["a", "b"])))
+    rest.start()
+    wait_queued(c, 2)
+    gate.set()
+    first.join(30)
+    rest.join(60)
+    assert all(isinstance(r, RuntimeError) and "1 vectors for 2" in str(r) for r in results)
+
+
+def test_many_threads_get_their_own_vectors(onnx: OnnxEmbedder) -> None:
+    runs: list[int] = []
+
+    def counted(texts: list[str]) -> Vectors:
+        runs.append(len(texts))
+        return onnx.embed_queries(texts)
+
+    c = CoalescingEmbedder(onnx, counted, 4)
+    texts = [f"{q} {i}" for i in range(6) for q in QUERIES]
+    got = in_threads(c.embed_query, texts)
+    for t, v in zip(texts, got, strict=True):
+        assert isinstance(v, np.ndarray)
+        np.testing.assert_allclose(v, onnx.embed_query(t), atol=1e-6)
+    assert sum(runs) == len(texts) and max(runs) <= 4
+
+
+def test_coalescing_wraps_only_batch_capable_embedders(onnx: OnnxEmbedder) -> None:
+    assert isinstance(onnx, QueryBatchEmbedder)
+    wrapped = coalescing(onnx, 8)
+    assert isinstance(wrapped, CoalescingEmbedder) and wrapped.inner is onnx
+    assert coalescing(onnx, 1) is onnx
+
+    class NoBatch:
+        fingerprint = onnx.fingerprint
+        dimension = 384
+
+        def embed_documents(self, texts: list[str]) -> Vectors:
+            return onnx.embed_documents(texts)
+
+        def embed_query(self, text: str) -> Vectors:
+            return onnx.embed_query(text)
+
+        def count_tokens(self, text: str) -> int:
+            return 0
+
+    plain = NoBatch()
+    assert coalescing(plain, 8) is plain
+
+
+def test_invalid_arguments(onnx: OnnxEmbedder) -> None:
+    with pytest.raises(ValueError, match="max_batch"):
+        CoalescingEmbedder(onnx, onnx.embed_queries, 0)
+    c = CoalescingEmbedder(onnx, onnx.embed_queries, 4)
+    with pytest.raises(TypeError, match="string"):
+        c.embed_query(3)  # type: ignore[arg-type]
+    assert not c._running
