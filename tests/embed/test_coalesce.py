@@ -111,6 +111,7 @@ def test_queries_arriving_during_a_run_share_the_next(onnx: OnnxEmbedder) -> Non
     first.join(30)
     rest.join(60)
     assert [len(b) for b in rec.batches] == [1, len(QUERIES) - 1]
+    assert c.stats == (2, len(QUERIES))
     for q, v in zip(QUERIES[1:], results, strict=True):
         assert isinstance(v, np.ndarray)
         np.testing.assert_allclose(v, onnx.embed_query(q), atol=1e-6)

@@ -73,6 +73,8 @@ class CoalescingEmbedder:
         self._lock = threading.Lock()
         self._running = False
         self._queue: list[_Waiter] = []
+        self._runs = 0
+        self._queries = 0
 
     @property
     def inner(self) -> Embedder:
@@ -81,6 +83,12 @@ class CoalescingEmbedder:
     @property
     def max_batch(self) -> int:
         return self._max_batch
+
+    @property
+    def stats(self) -> tuple[int, int]:
+        """(batches run, queries embedded) so far: their ratio is the mean batch."""
+        with self._lock:
+            return self._runs, self._queries
 
     @property
     def fingerprint(self) -> ModelFingerprint:
@@ -128,6 +136,8 @@ class CoalescingEmbedder:
                 w.error = exc
         finally:
             with self._lock:
+                self._runs += 1
+                self._queries += len(batch)
                 nxt = self._queue[: self._max_batch]
                 del self._queue[: self._max_batch]
                 if nxt:
