@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.embed.coalesce import CoalescingEmbedder, QueryBatchEmbedder, coalescing
 from ragline.embed.onnx import OnnxEmbedder
+from ragline.engine import Ragline
 
 QUERIES = [
     "what is a tensor",
@@ -229,3 +232,41 @@ def test_invalid_arguments(onnx: OnnxEmbedder) -> None:
     with pytest.raises(TypeError, match="string"):
         c.embed_query(3)  # type: ignore[arg-type]
     assert not c._running
+
+
+def test_concurrent_searches_through_it_rank_as_before(
+    make_rag: Callable[..., Ragline], tides: Path, embedder: Embedder
+) -> None:
+    """The engine with coalesced query embeddings, 8 searches at once, returns the
+    hits and scores the plain embedder gives one search at a time."""
+    rag = make_rag()
+    rag.ingest(tides)
+    queries = [
+        "what causes tides",
+        "spring tide",
+        "the moon's gravity pulls the oceans toward it on the near side",
+        "tidal range",
+        "neap tides happen when the sun and moon are at right angles",
+        "high water",
+        "why are there two tides a day",
+        "tide tables for harbours",
+    ]
+    alone = [rag.search(q, top_k=5).hits for q in queries]
+    runs: list[int] = []
+    assert isinstance(embedder, OnnxEmbedder)
+
+    def counted(texts: list[str]) -> Vectors:
+        runs.append(len(texts))
+        return embedder.embed_queries(texts)
+
+    shared = Ragline(rag.settings, embedder=CoalescingEmbedder(embedder, counted, 8))
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(lambda q: shared.search(q, top_k=5).hits, queries * 3))
+    finally:
+        shared.close()
+    assert sum(runs) == len(queries) * 3
+    for i, hits in enumerate(together):
+        want = alone[i % len(queries)]
+        assert [h.chunk.id for h in hits] == [h.chunk.id for h in want]
+        np.testing.assert_allclose([h.score for h in hits], [h.score for h in want], atol=1e-6)
