@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -270,3 +271,52 @@ def test_concurrent_searches_through_it_rank_as_before(
         want = alone[i % len(queries)]
         assert [h.chunk.id for h in hits] == [h.chunk.id for h in want]
         np.testing.assert_allclose([h.score for h in hits], [h.score for h in want], atol=1e-6)
+
+
+class Interrupted(Exception):
+    """Stands for a KeyboardInterrupt raised in a waiting thread."""
+
+
+@pytest.mark.parametrize("chosen", [False, True])
+def test_an_interrupted_waiter_strands_nobody(onnx: OnnxEmbedder, chosen: bool) -> None:
+    """A queued waiter interrupted before its batch: it leaves the queue, the rest run.
+    One interrupted after being chosen to run the next batch: it runs it first."""
+    rec = Recorder(onnx)
+    handed = threading.Event()
+
+    class Flaky(CoalescingEmbedder):
+        def _wait(self, me: Any) -> None:
+            if me.text != "interrupted":
+                return super()._wait(me)
+            if chosen:  # wait to be handed the next batch, then fail
+                assert me.ready.wait(30) and me.batch is not None
+                handed.set()
+            raise Interrupted
+
+    c = Flaky(onnx, rec, 8)
+    rec.hold.clear()
+    first = threading.Thread(target=c.embed_query, args=("first",))
+    first.start()
+    assert rec.started.wait(30)
+    texts = ["interrupted", "a", "b"]
+    results: list[Vectors | BaseException] = []
+    # "interrupted" queues first, so it is the one chosen to run the next batch
+    lone = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, texts[:1])))
+    lone.start()
+    if chosen:
+        wait_queued(c, 1)
+    else:
+        lone.join(30)  # it raised and left the queue at once
+    rest = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, texts[1:])))
+    rest.start()
+    wait_queued(c, 3 if chosen else 2)
+    rec.hold.set()
+    for t in (first, lone, rest):
+        t.join(60)
+        assert not t.is_alive()
+    assert sum(isinstance(r, Interrupted) for r in results) == 1
+    vectors = [r for r in results if isinstance(r, np.ndarray)]
+    assert len(vectors) == 2
+    assert [len(b) for b in rec.batches] == ([1, 3] if chosen else [1, 2])
+    assert handed.is_set() == chosen
+    assert not c._running and not c._queue

@@ -115,11 +115,29 @@ class CoalescingEmbedder:
                 self._running = True
                 me.batch = [me]
         if me.batch is None:
-            me.ready.wait()  # until a batch with this query ran, or this thread runs the next
+            try:
+                self._wait(me)  # until a batch with this query ran, or this thread runs the next
+            except BaseException:
+                self._abandon(me)
+                raise
             if me.batch is None:
                 return me.result()
         self._run(me.batch)
         return me.result()
+
+    def _wait(self, me: _Waiter) -> None:
+        me.ready.wait()
+
+    def _abandon(self, me: _Waiter) -> None:
+        """A waiter interrupted (KeyboardInterrupt, a signal's exception) leaves the
+        queue; if it was already chosen to run the next batch, it runs it first, so
+        the queries behind it are never stranded."""
+        with self._lock:
+            if me in self._queue:
+                self._queue.remove(me)
+                return
+        if me.batch is not None:
+            self._run(me.batch)
 
     def _run(self, batch: list[_Waiter]) -> None:
         """Embed ``batch``, deliver each vector or the error, hand on the queue."""
