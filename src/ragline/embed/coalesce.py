@@ -6,9 +6,10 @@ One model run's fixed cost is a large share of a short query's CPU (about 1.1 of
 flight wait for it and then go together as the next run. A lone query runs at once:
 nothing waits for company, so an idle server's latency is unchanged.
 
-The thread that finds no run in flight runs its own query; when a run ends, its
-thread hands the queries that queued meanwhile (up to ``max_batch``) to the first of
-them, which runs them as the next batch. Each thread therefore runs at most one
+The thread that finds fewer than ``max_runs`` runs in flight (one by default: on 2
+cores the other core serves the rest of the requests) runs its own query; when a
+run ends, its thread hands the queries that queued meanwhile (up to ``max_batch``)
+to the first of them, which runs them as the next batch. Each thread therefore runs at most one
 batch and returns; a failed run's error is raised in every thread of its batch.
 """
 
@@ -55,8 +56,9 @@ class CoalescingEmbedder:
 
     ``embed_many`` embeds a list of queries exactly as ``inner.embed_query`` embeds
     each (e.g. :meth:`OnnxEmbedder.embed_queries`); everything else is ``inner``'s.
-    At most ``max_batch`` queries go in one call. Thread safe; one batch runs at a
-    time, on the thread of one of its queries.
+    At most ``max_batch`` queries go in one call and at most ``max_runs`` calls run at
+    once (each on the thread of one of its queries); a query that finds fewer in
+    flight runs at once. Thread safe.
     """
 
     def __init__(
@@ -64,14 +66,18 @@ class CoalescingEmbedder:
         inner: Embedder,
         embed_many: Callable[[list[str]], Vectors],
         max_batch: int,
+        max_runs: int = 1,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if max_runs < 1:
+            raise ValueError(f"max_runs must be >= 1, got {max_runs}")
         self._inner = inner
         self._embed_many = embed_many
         self._max_batch = max_batch
         self._lock = threading.Lock()
-        self._running = False
+        self._max_runs = max_runs
+        self._running = 0  # batches in flight
         self._queue: list[_Waiter] = []
         self._runs = 0
         self._queries = 0
@@ -83,6 +89,10 @@ class CoalescingEmbedder:
     @property
     def max_batch(self) -> int:
         return self._max_batch
+
+    @property
+    def max_runs(self) -> int:
+        return self._max_runs
 
     @property
     def stats(self) -> tuple[int, int]:
@@ -109,10 +119,10 @@ class CoalescingEmbedder:
             raise TypeError(f"embed_query takes a string, not {type(text).__name__}")
         me = _Waiter(text)
         with self._lock:
-            if self._running:
+            if self._running >= self._max_runs:
                 self._queue.append(me)
             else:
-                self._running = True
+                self._running += 1
                 me.batch = [me]
         if me.batch is None:
             try:
@@ -161,16 +171,16 @@ class CoalescingEmbedder:
                 if nxt:
                     nxt[0].batch = nxt
                 else:
-                    self._running = False
+                    self._running -= 1
             for w in batch[1:]:
                 w.ready.set()
             if nxt:
                 nxt[0].ready.set()
 
 
-def coalescing(embedder: Embedder, max_batch: int) -> Embedder:
+def coalescing(embedder: Embedder, max_batch: int, max_runs: int = 1) -> Embedder:
     """``embedder`` with coalesced query embeddings when it can embed queries in one
     call and ``max_batch`` > 1; otherwise ``embedder`` itself."""
     if max_batch <= 1 or not isinstance(embedder, QueryBatchEmbedder):
         return embedder
-    return CoalescingEmbedder(embedder, embedder.embed_queries, max_batch)
+    return CoalescingEmbedder(embedder, embedder.embed_queries, max_batch, max_runs)

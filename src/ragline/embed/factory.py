@@ -27,7 +27,7 @@ def make_embedder(settings: Settings) -> Embedder:
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
         )
-        return coalescing(onnx, settings.embed_query_batch)
+        return coalescing(onnx, settings.embed_query_batch, settings.embed_query_runs)
     if settings.embedder == "sentence-transformers":
         from ragline.embed.sentence_transformers import SentenceTransformerEmbedder
 
