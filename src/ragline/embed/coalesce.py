@@ -9,8 +9,9 @@ nothing waits for company, so an idle server's latency is unchanged.
 The thread that finds fewer than ``max_runs`` runs in flight (one by default: on 2
 cores the other core serves the rest of the requests) runs its own query; when a
 run ends, its thread hands the queries that queued meanwhile (up to ``max_batch``)
-to the first of them, which runs them as the next batch. Each thread therefore runs at most one
-batch and returns; a failed run's error is raised in every thread of its batch.
+to the first of them, which runs them as the next batch. Each thread therefore runs
+at most one batch and returns; a failed run's error is raised in every thread of
+its batch.
 """
 
 from __future__ import annotations
