@@ -223,7 +223,7 @@ def main() -> None:
         counter = TokenCounter()
         tokens = sum(counter.count_many(texts))
 
-        embedder = make_embedder(settings)
+        embedder = make_embedder(settings.model_copy(update={"embed_query_batch": 1}))
         assert isinstance(embedder, OnnxEmbedder)
         embedder.embed_documents(texts[:256])  # warm-up: session, allocator, caches
 

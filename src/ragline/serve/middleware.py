@@ -28,6 +28,8 @@ UPLOAD_PATH = "/api/documents"
 ERROR_BODY_KEPT = 4096
 #: Where the middleware leaves the :class:`Caller` on the ASGI scope.
 CALLER_KEY = "ragline.caller"
+#: Request paths whose route template the middleware remembers at most.
+ENDPOINT_MEMORY = 4096
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -56,9 +58,25 @@ class ServeMiddleware:
         self.app = app
         self.state = state
         self.fastapi_app = fastapi_app
+        self._endpoints: dict[tuple[str, str, str], str] = {}
 
     def _endpoint(self, scope: Scope) -> str:
-        """The route template (``/api/documents/{doc_id}``): bounded metric labels."""
+        """The route template (``/api/documents/{doc_id}``): bounded metric labels.
+
+        Remembered per (method, path): matching walks every route, a cost paid on each
+        request otherwise. The routes are fixed once the app is built; the memory is
+        bounded (cleared when full: paths with ids in them are endless).
+        """
+        key = (scope["method"], scope.get("root_path", ""), scope["path"])
+        found = self._endpoints.get(key)
+        if found is None:
+            found = self._match_endpoint(scope)
+            if len(self._endpoints) >= ENDPOINT_MEMORY:
+                self._endpoints.clear()
+            self._endpoints[key] = found
+        return found
+
+    def _match_endpoint(self, scope: Scope) -> str:
         partial = ""
         for route in flat_routes(self.fastapi_app.router.routes):
             match, _ = route.matches(scope)
