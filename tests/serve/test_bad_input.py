@@ -60,6 +60,22 @@ def test_integer_filter_out_of_range_is_a_400(
         assert ok.status_code == 200
 
 
+def test_integer_filter_written_with_a_zero_fraction_is_that_integer(
+    docs_server: LiveServer,
+) -> None:
+    """JSON has one number type: ``2.0`` is what the schema's ``integer`` accepts, so it
+    filters as 2; ``2.5`` still names the field."""
+    with docs_server.client() as c:
+        for path, q in (("/api/search", "query"), ("/api/query", "question")):
+            as_int = post_raw(c, path, f'{{"{q}": "what is rrf?", "filters": {{"page": 2}}}}')
+            as_float = post_raw(c, path, f'{{"{q}": "what is rrf?", "filters": {{"page": 2.0}}}}')
+            assert as_float.status_code == as_int.status_code == 200, as_float.text
+            if path == "/api/search":
+                assert as_float.json()["hits"] == as_int.json()["hits"]
+            bad = post_raw(c, path, f'{{"{q}": "what is rrf?", "filters": {{"page": 2.5}}}}')
+            assert bad.status_code == 400 and bad.json()["field"] == "filters.page"
+
+
 @pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [

@@ -9,7 +9,7 @@ from ragline.answer.answerer import SearchOptions
 from ragline.serve import schemas as s
 from ragline.serve.validation import RequestProblem, check_range, clean_field
 from ragline.settings import Settings
-from ragline.store.filters import to_sql_predicate
+from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
 from ragline.types import Filters
 
 
@@ -29,6 +29,15 @@ def clean_context(value: str | None, settings: Settings, field: str = "context")
     return text or None
 
 
+def json_integer(field: str, value: s.FilterValue) -> s.FilterValue:
+    """An integer field's value written with a fraction of zero (``3.0``) as the integer
+    it is: JSON has one number type, and JSON Schema's ``integer`` (what the OpenAPI
+    schema promises) accepts it."""
+    if CHUNK_FILTER_FIELDS.get(field) is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def search_options(
     max_results: int | None,
     mode: str | None,
@@ -40,7 +49,7 @@ def search_options(
     top_k = None
     if max_results is not None:
         top_k = check_range(max_results, "max_results", low=1, high=settings.max_results_limit)
-    merged: Filters = dict(filters or {})
+    merged: Filters = {k: json_integer(k, v) for k, v in (filters or {}).items()}
     if len(merged) > settings.max_filters:
         raise RequestProblem(
             f"at most {settings.max_filters} filters are allowed, got {len(merged)}",
