@@ -289,6 +289,17 @@ class Settings(BaseSettings):
             "1.52x slower pruned, 1M: 0.60x; benchmarks/results/search_core.md, section 7)."
         ),
     )
+    lance_parallel_rows: int = Field(
+        50_000,
+        ge=0,
+        le=1_000_000_000,
+        description=(
+            "LanceDB mirror: from this many rows on, a hybrid search runs its vector scan "
+            "on a worker thread while BM25 runs in the caller, when no other search is in "
+            "flight in the process and it may use 2 cores (same results; "
+            "benchmarks/results/parallel_stages.md)."
+        ),
+    )
 
     # --- stores: where the index lives (see docs/scale.md) -----------------------------
     store_url: str = Field(

@@ -1,0 +1,114 @@
+"""Two independent stages of one search run on two cores, when a core is free.
+
+The in-process mirror's hybrid search is a vector scan and a BM25 top-k over the
+same snapshot; neither needs the other's result. Their numpy and SIMD kernels
+release the GIL (benchmarks/results/parallel_stages.md), so the first can run on a
+long-lived worker thread while the caller runs the second, and one search takes
+about the longer stage instead of their sum. Handing a stage to the worker costs
+tens of microseconds and the two stages contend for the GIL between kernels, so
+this pays only on big tables (``min_rows``), and only while this search is the
+only one in flight in the process: under concurrent searches the cores are busy
+already, and hand-offs would cost throughput for no latency gained.
+
+The result is the same as running the stages one after the other, exceptions
+included: the first stage's error wins, as it would have stopped the sequence.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+#: Rows from which a search's two stages run concurrently by default (the setting
+#: ``lance_parallel_rows``; chosen in benchmarks/results/parallel_stages.md).
+PARALLEL_MIN_ROWS = 50_000
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+def free_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class StagePair:
+    """Runs ``first`` and ``second`` of a search concurrently or one after the other,
+    and counts the searches in flight to decide. One worker thread, made on first
+    use and shared by every search through this object (thread-safe)."""
+
+    def __init__(self, cores: int | None = None) -> None:
+        self.cores = free_cores() if cores is None else cores
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._worker: ThreadPoolExecutor | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Searches now inside :meth:`run`."""
+        return self._in_flight
+
+    def run(
+        self,
+        first: Callable[[], A],
+        second: Callable[[], B],
+        rows: int,
+        min_rows: int,
+    ) -> tuple[A, B, float, float, bool]:
+        """(first's result, second's, first's ms, second's ms, whether they overlapped):
+        concurrently when the table has ``min_rows`` rows or more, the process has a
+        second core and no other search is in flight here; else in order."""
+        with self._lock:
+            self._in_flight += 1
+            parallel = self._in_flight == 1 and self.cores >= 2 and rows >= min_rows
+            worker = self._pool() if parallel else None
+        try:
+            if worker is None:
+                t0 = time.perf_counter()
+                a = first()
+                t1 = time.perf_counter()
+                b = second()
+                t2 = time.perf_counter()
+                return a, b, (t1 - t0) * 1e3, (t2 - t1) * 1e3, False
+            return self._overlapped(worker, first, second)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    @staticmethod
+    def _overlapped(
+        worker: ThreadPoolExecutor, first: Callable[[], A], second: Callable[[], B]
+    ) -> tuple[A, B, float, float, bool]:
+        def timed() -> tuple[A, float]:
+            t0 = time.perf_counter()
+            out = first()
+            return out, (time.perf_counter() - t0) * 1e3
+
+        pending: Future[tuple[A, float]] = worker.submit(timed)
+        t0 = time.perf_counter()
+        try:
+            b = second()
+        except BaseException:
+            # the first stage's outcome comes first, as in the sequence; never leave
+            # it running past this call
+            pending.result()
+            raise
+        b_ms = (time.perf_counter() - t0) * 1e3
+        a, a_ms = pending.result()
+        return a, b, a_ms, b_ms, True
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="ragline-stage")
+        return self._worker
+
+
+#: The process's pair runner: cores and the searches in flight are the process's.
+STAGES = StagePair()
