@@ -6,7 +6,10 @@ candidate-and-fusion call (``weighted_candidates``) and the whole search
 (``Retriever.search``, precomputed query vectors), each with the stages overlapped
 (``lance_parallel_rows`` 0) and one after the other (a threshold above the table).
 Both orders must give the same candidates and scores; the script counts any that
-differ. Opens an existing index read-only (nothing is built or written):
+differ. The spare-core gate is off here (every "parallel" run overlaps); instead the
+spare cores other processes left (:class:`SpareCores`) are sampled per query, and the
+paired ratio is given per band of them: the data for the gate's threshold. Opens an
+existing index read-only (nothing is built or written):
 
     python benchmarks/parallel_stages.py --cache-dir /tmp/i13core/evalcache \
         --out benchmarks/results/parallel_stages.md
@@ -37,6 +40,7 @@ from ragline.eval.synthetic import PrecomputedEmbedder, Window, pseudo_queries
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
 from ragline.store.factory import make_store
+from ragline.store.stages import STAGES, SpareCores
 from ragline.types import Chunk
 
 NEVER = 10**12  # a row threshold no table reaches: the stages run one after the other
@@ -113,10 +117,15 @@ def main() -> None:
     stage_ms: dict[str, dict[str, list[float]]] = {"parallel": {}, "sequential": {}}
     differ = 0
     loads = [load_average()[0]]
+    STAGES.load = None  # overlap whenever asked; the spare cores are recorded instead
+    sampler = SpareCores(STAGES.cores, window=0.1)
+    sampler.spare()
+    spares: list[float] = []
     for i, q in enumerate(texts):
         names = list(runs)
         shift = i % len(names)
         got: dict[str, Any] = {}
+        spare = sampler.spare()
         for name in names[shift:] + names[:shift]:
             threshold, fn = runs[name]
             dt, got[name] = at(threshold, lambda fn=fn, q=q: fn(q))
@@ -124,6 +133,7 @@ def main() -> None:
                 ms[name].append(dt)
         if i < args.warmup:
             continue
+        spares.append(float("nan") if spare is None else spare)
         par, seq = got["store call, parallel"], got["store call, sequential"]
         differ += par[0] != seq[0]
         for mode in ("parallel", "sequential"):
@@ -138,6 +148,22 @@ def main() -> None:
         return statistics.median(x / y for x, y in zip(ms[a], ms[b], strict=True))
 
     n = len(ms["search, parallel"])
+    bands = [(-9.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 9.0)]
+    band_lines = []
+    for lo, hi in bands:
+        at_band = [i for i, x in enumerate(spares) if lo <= x < hi]
+        if not at_band:
+            continue
+        r = statistics.median(
+            ms["search, parallel"][i] / ms["search, sequential"][i] for i in at_band
+        )
+        p95 = [
+            pct([ms[f"search, {m}"][i] for i in at_band], 95) for m in ("parallel", "sequential")
+        ]
+        band_lines.append(
+            f"| {max(lo, -1):.2f} … {min(hi, 1):.2f} | {len(at_band)} | {r:.2f} | "
+            f"{p95[0]:.2f} / {p95[1]:.2f} |"
+        )
     lines = [
         f"## {label}: {rows:,} chunks",
         "",
@@ -159,6 +185,14 @@ def main() -> None:
         "Median per-query ratio parallel / sequential: store call "
         f"{ratio('store call, parallel', 'store call, sequential'):.2f}, search "
         f"{ratio('search, parallel', 'search, sequential'):.2f}.",
+        "",
+        "By the spare cores other processes left just before the query (1 = the second "
+        "core idle, ≤ 0 = every core busy):",
+        "",
+        "| spare cores | queries | median ratio parallel / sequential (search) | "
+        "p95 parallel / sequential ms |",
+        "|---|---:|---:|---:|",
+        *band_lines,
         "",
     ]
     text = "\n".join(lines)

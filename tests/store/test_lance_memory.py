@@ -263,6 +263,7 @@ def _both_orders(store: LanceStore, *args: Any, **kw: Any) -> tuple[Any, Any, se
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(VectorIndex, "search", spy)
+        mp.setattr(STAGES, "load", None)  # overlap even while other processes are busy
         store.parallel_rows = 0
         overlapped = store.weighted_candidates(*args, **kw)
         store.parallel_rows = NEVER
@@ -311,6 +312,7 @@ def test_a_failing_stage_fails_the_search_in_either_order(
     """A stage's error reaches the caller as itself, from the worker thread too."""
     store = LanceStore(tmp_path / "index", dimension=DIM, parallel_rows=parallel_rows)
     write(store, "a", TEXTS, seed=1)
+    monkeypatch.setattr(STAGES, "load", None)
 
     def broken(*_: Any) -> Any:
         raise MemoryError(f"{failing} stage out of memory")

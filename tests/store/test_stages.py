@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from ragline.store.stages import StagePair
+from ragline.store.stages import SpareCores, StagePair
 
 WAIT = 10.0  # seconds a stage waits for the other before the test calls it a failure
 
@@ -145,3 +146,48 @@ def test_a_failing_second_stage_waits_for_the_first() -> None:
     with pytest.raises(SecondFailed):
         pair.run(first, fail(SecondFailed), 100, 0)
     assert finished.is_set()
+
+
+def stat_file(path: Path, busy_ticks: int, cpus: int = 2) -> Path:
+    """A /proc/stat in the kernel's format: ``busy_ticks`` spread over user and system."""
+    user, system = busy_ticks - busy_ticks // 3, busy_ticks // 3
+    head = f"cpu  {user} 0 {system} 500000 100 0 0 0 0 0"
+    rows = [f"cpu{i} {user // cpus} 0 {system // cpus} 250000 50 0 0 0 0 0" for i in range(cpus)]
+    path.write_text("\n".join([head, *rows, "intr 1 2 3", "ctxt 42"]) + "\n")
+    return path
+
+
+def test_spare_cores_follow_other_processes_busy_time(tmp_path: Path) -> None:
+    stat = stat_file(tmp_path / "stat", 1000)
+    cores = SpareCores(2, window=0.0, stat=stat)
+    assert cores.spare() is None  # one reading is no rate yet
+    time.sleep(0.2)
+    idle = cores.spare()  # nobody else used a tick
+    assert idle is not None and 0.8 <= idle <= 1.0
+    stat_file(stat, 1000 + 4000)  # 40 core-seconds in a fraction of a second: all busy
+    time.sleep(0.05)
+    busy = cores.spare()
+    assert busy is not None and busy < 0
+
+
+def test_spare_cores_are_read_once_per_window_and_unknown_without_proc(tmp_path: Path) -> None:
+    stat = stat_file(tmp_path / "stat", 1000)
+    cores = SpareCores(2, window=60.0, stat=stat)
+    cores.spare()
+    stat.unlink()
+    assert cores.spare() is None  # within the window: the last answer, no read
+    assert SpareCores(2, window=0.0, stat=tmp_path / "missing").spare() is None
+    stat.write_text("not the kernel's format\n")
+    assert SpareCores(2, window=0.0, stat=stat).spare() is None
+
+
+def test_busy_cores_elsewhere_make_the_search_sequential(tmp_path: Path) -> None:
+    stat = stat_file(tmp_path / "stat", 1000)
+    pair = StagePair(cores=2, spare=SpareCores(2, window=0.0, stat=stat))
+    pair.load.spare()  # type: ignore[union-attr]
+    time.sleep(0.05)
+    first, second = meeting()
+    assert pair.run(first, second, 100, 0)[4]  # the other core idle: overlapped
+    stat_file(stat, 1000 + 4000)
+    time.sleep(0.05)
+    assert not pair.run(lambda: 1, lambda: 2, 100, 0)[4]

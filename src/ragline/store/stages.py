@@ -7,8 +7,9 @@ long-lived worker thread while the caller runs the second, and one search takes
 about the longer stage instead of their sum. Handing a stage to the worker costs
 tens of microseconds and the two stages contend for the GIL between kernels, so
 this pays only on big tables (``min_rows``), and only while this search is the
-only one in flight in the process: under concurrent searches the cores are busy
-already, and hand-offs would cost throughput for no latency gained.
+only one in flight in the process and other processes leave a core idle: under
+concurrent searches the cores are busy already, and hand-offs would cost
+throughput for no latency gained.
 
 The result is the same as running the stages one after the other, exceptions
 included: the first stage's error wins, as it would have stopped the sequence.
@@ -21,11 +22,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 #: Rows from which a search's two stages run concurrently by default (the setting
 #: ``lance_parallel_rows``; chosen in benchmarks/results/parallel_stages.md).
 PARALLEL_MIN_ROWS = 50_000
+
+#: Spare cores (beyond a search's own) from which its stages overlap: other processes
+#: busy on the second core make the worker wait for it (parallel_stages.md).
+MIN_SPARE = 0.5
+
+_TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -39,13 +47,64 @@ def free_cores() -> int:
         return os.cpu_count() or 1
 
 
+class SpareCores:
+    """Cores neither this process nor any other used lately, read from ``/proc/stat``
+    (every core's busy time) less this process's own CPU time, at most once per
+    ``window`` seconds (about 10 µs a read). A search is one busy thread of ours;
+    what this reports beyond it is what a second stage could run on. None where
+    ``/proc/stat`` is missing (not Linux): then nothing is known to be busy."""
+
+    def __init__(self, cores: int, window: float = 0.25, stat: Path = Path("/proc/stat")) -> None:
+        self.cores = cores
+        self.window = window
+        self.stat = stat
+        self._last: tuple[float, float, float] | None = None  # (wall, all busy, own)
+        self._spare: float | None = None
+
+    def _read(self) -> tuple[int, float] | None:
+        """(cpus listed, seconds every cpu was busy since boot)."""
+        try:
+            lines = self.stat.read_text().splitlines()
+        except OSError:
+            return None
+        head = lines[0].split() if lines else []
+        if len(head) < 5 or head[0] != "cpu":
+            return None
+        ticks = [int(x) for x in head[1:]]
+        busy = sum(ticks[:3]) + sum(ticks[5:8])  # user nice system · irq softirq steal
+        cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+        return max(cpus, 1), busy / _TICKS
+
+    def spare(self) -> float | None:
+        """Cores left idle over the last window, beyond the one a search runs on (may
+        be negative when other processes queue for the cores)."""
+        now = time.monotonic()
+        last = self._last
+        if last is not None and now - last[0] < self.window:
+            return self._spare
+        read = self._read()
+        if read is None:
+            return None
+        cpus, busy = read
+        own = time.process_time()
+        self._last = (now, busy, own)
+        if last is None:
+            return None
+        wall = now - last[0]
+        others = max(0.0, (busy - last[1]) - (own - last[2])) / wall
+        self._spare = min(float(self.cores), cpus - others) - 1.0
+        return self._spare
+
+
 class StagePair:
     """Runs ``first`` and ``second`` of a search concurrently or one after the other,
     and counts the searches in flight to decide. One worker thread, made on first
     use and shared by every search through this object (thread-safe)."""
 
-    def __init__(self, cores: int | None = None) -> None:
+    def __init__(self, cores: int | None = None, spare: SpareCores | None = None) -> None:
         self.cores = free_cores() if cores is None else cores
+        #: Other processes' load; None: not looked at (the stages overlap regardless).
+        self.load = spare
         self._lock = threading.Lock()
         self._in_flight = 0
         self._worker: ThreadPoolExecutor | None = None
@@ -64,10 +123,13 @@ class StagePair:
     ) -> tuple[A, B, float, float, bool]:
         """(first's result, second's, first's ms, second's ms, whether they overlapped):
         concurrently when the table has ``min_rows`` rows or more, the process has a
-        second core and no other search is in flight here; else in order."""
+        second core, no other search is in flight here and other processes left a
+        core idle lately (:class:`SpareCores`); else in order."""
         with self._lock:
             self._in_flight += 1
-            parallel = self._in_flight == 1 and self.cores >= 2 and rows >= min_rows
+            parallel = (
+                self._in_flight == 1 and self.cores >= 2 and rows >= min_rows and self._spare_core()
+            )
             worker = self._pool() if parallel else None
         try:
             if worker is None:
@@ -104,6 +166,10 @@ class StagePair:
         a, a_ms = pending.result()
         return a, b, a_ms, b_ms, True
 
+    def _spare_core(self) -> bool:
+        spare = self.load.spare() if self.load is not None else None
+        return spare is None or spare >= MIN_SPARE
+
     def _pool(self) -> ThreadPoolExecutor:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="ragline-stage")
@@ -111,4 +177,4 @@ class StagePair:
 
 
 #: The process's pair runner: cores and the searches in flight are the process's.
-STAGES = StagePair()
+STAGES = StagePair(spare=SpareCores(free_cores()))
