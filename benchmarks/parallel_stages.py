@@ -7,7 +7,7 @@ candidate-and-fusion call (``weighted_candidates``) and the whole search
 (``lance_parallel_rows`` 0) and one after the other (a threshold above the table).
 Both orders must give the same candidates and scores; the script counts any that
 differ. The spare-core gate is off here (every "parallel" run overlaps); instead the
-spare cores other processes left (:class:`SpareCores`) are sampled per query, and the
+spare cores other work left (:class:`SpareCores`) are sampled per query, and the
 paired ratio is given per band of them: the data for the gate's threshold. Opens an
 existing index read-only (nothing is built or written):
 
@@ -125,7 +125,7 @@ def main() -> None:
         names = list(runs)
         shift = i % len(names)
         got: dict[str, Any] = {}
-        spare = sampler.spare()
+        spare = sampler.spare(STAGES.stages_cpu)
         for name in names[shift:] + names[:shift]:
             threshold, fn = runs[name]
             dt, got[name] = at(threshold, lambda fn=fn, q=q: fn(q))
@@ -186,7 +186,8 @@ def main() -> None:
         f"{ratio('store call, parallel', 'store call, sequential'):.2f}, search "
         f"{ratio('search, parallel', 'search, sequential'):.2f}.",
         "",
-        "By the spare cores other processes left just before the query (1 = the second "
+        "By the spare cores other work (other processes, this one outside the stages) "
+        "left just before the query (1 = the second "
         "core idle, ≤ 0 = every core busy):",
         "",
         "| spare cores | queries | median ratio parallel / sequential (search) | "

@@ -170,6 +170,32 @@ def test_spare_cores_follow_other_processes_busy_time(tmp_path: Path) -> None:
     assert busy is not None and busy < 0
 
 
+def test_the_stages_own_cpu_time_is_not_counted_as_busy(tmp_path: Path) -> None:
+    """A busy core that only search stages kept busy is the search's own, not other
+    work's: it stays available to the next search's second stage."""
+    stat = stat_file(tmp_path / "stat", 1000)
+    cores = SpareCores(2, window=0.0, stat=stat)
+    cores.spare(stages_cpu=3.0)
+    stat_file(stat, 1000 + 4000)  # 40 core-seconds busy ...
+    time.sleep(0.05)
+    spare = cores.spare(stages_cpu=3.0 + 40.0)  # ... all of them in search stages
+    assert spare is not None and spare >= 0.8
+
+
+def test_a_pair_counts_the_cpu_time_of_its_stages() -> None:
+    pair = StagePair(cores=2)
+
+    def spin() -> None:
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+
+    pair.run(spin, spin, 100, 0)  # overlapped: the worker's time counts too
+    assert pair.stages_cpu >= 0.1
+    pair.run(spin, spin, 100, 10**9)
+    assert pair.stages_cpu >= 0.2
+
+
 def test_spare_cores_are_read_once_per_window_and_unknown_without_proc(tmp_path: Path) -> None:
     stat = stat_file(tmp_path / "stat", 1000)
     cores = SpareCores(2, window=60.0, stat=stat)

@@ -7,9 +7,9 @@ long-lived worker thread while the caller runs the second, and one search takes
 about the longer stage instead of their sum. Handing a stage to the worker costs
 tens of microseconds and the two stages contend for the GIL between kernels, so
 this pays only on big tables (``min_rows``), and only while this search is the
-only one in flight in the process and other processes leave a core idle: under
-concurrent searches the cores are busy already, and hand-offs would cost
-throughput for no latency gained.
+only one in flight in the process and the second core is idle (no other process,
+no query embedding of a busy server on it): under concurrent work the cores are
+busy already, and hand-offs would cost throughput for no latency gained.
 
 The result is the same as running the stages one after the other, exceptions
 included: the first stage's error wins, as it would have stopped the sequence.
@@ -29,8 +29,9 @@ from typing import TypeVar
 #: ``lance_parallel_rows``; chosen in benchmarks/results/parallel_stages.md).
 PARALLEL_MIN_ROWS = 50_000
 
-#: Spare cores (beyond a search's own) from which its stages overlap: other processes
-#: busy on the second core make the worker wait for it (parallel_stages.md).
+#: Spare cores (beyond a search's own) from which its stages overlap: other work on
+#: the second core (other processes, this one's other threads) makes the worker wait
+#: for it (parallel_stages.md).
 MIN_SPARE = 0.5
 
 _TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
@@ -48,17 +49,19 @@ def free_cores() -> int:
 
 
 class SpareCores:
-    """Cores neither this process nor any other used lately, read from ``/proc/stat``
-    (every core's busy time) less this process's own CPU time, at most once per
-    ``window`` seconds (about 10 µs a read). A search is one busy thread of ours;
-    what this reports beyond it is what a second stage could run on. None where
+    """Cores that nothing but search stages used lately: every core's busy time from
+    ``/proc/stat`` less the CPU time the stages themselves took (the caller counts
+    them), read at most once per ``window`` seconds (about 30 µs a read). Other
+    processes count as busy, and so do this process's other threads (query
+    embeddings and HTTP work of a loaded server). A search is one busy thread; what
+    this reports beyond it is what a second stage could run on. None where
     ``/proc/stat`` is missing (not Linux): then nothing is known to be busy."""
 
     def __init__(self, cores: int, window: float = 0.25, stat: Path = Path("/proc/stat")) -> None:
         self.cores = cores
         self.window = window
         self.stat = stat
-        self._last: tuple[float, float, float] | None = None  # (wall, all busy, own)
+        self._last: tuple[float, float, float] | None = None  # (wall, all busy, stages)
         self._spare: float | None = None
 
     def _read(self) -> tuple[int, float] | None:
@@ -75,9 +78,10 @@ class SpareCores:
         cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
         return max(cpus, 1), busy / _TICKS
 
-    def spare(self) -> float | None:
+    def spare(self, stages_cpu: float = 0.0) -> float | None:
         """Cores left idle over the last window, beyond the one a search runs on (may
-        be negative when other processes queue for the cores)."""
+        be negative when other work queues for the cores); ``stages_cpu``: CPU seconds
+        the search stages took so far (a running total)."""
         now = time.monotonic()
         last = self._last
         if last is not None and now - last[0] < self.window:
@@ -86,12 +90,11 @@ class SpareCores:
         if read is None:
             return None
         cpus, busy = read
-        own = time.process_time()
-        self._last = (now, busy, own)
+        self._last = (now, busy, stages_cpu)
         if last is None:
             return None
         wall = now - last[0]
-        others = max(0.0, (busy - last[1]) - (own - last[2])) / wall
+        others = max(0.0, (busy - last[1]) - (stages_cpu - last[2])) / wall
         self._spare = min(float(self.cores), cpus - others) - 1.0
         return self._spare
 
@@ -107,12 +110,18 @@ class StagePair:
         self.load = spare
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._stages_cpu = 0.0  # CPU seconds spent in stages run here, both threads
         self._worker: ThreadPoolExecutor | None = None
 
     @property
     def in_flight(self) -> int:
         """Searches now inside :meth:`run`."""
         return self._in_flight
+
+    @property
+    def stages_cpu(self) -> float:
+        """CPU seconds the stages run here took so far, on both threads."""
+        return self._stages_cpu
 
     def run(
         self,
@@ -123,14 +132,15 @@ class StagePair:
     ) -> tuple[A, B, float, float, bool]:
         """(first's result, second's, first's ms, second's ms, whether they overlapped):
         concurrently when the table has ``min_rows`` rows or more, the process has a
-        second core, no other search is in flight here and other processes left a
-        core idle lately (:class:`SpareCores`); else in order."""
+        second core, no other search is in flight here and nothing but search stages
+        kept the second core busy lately (:class:`SpareCores`); else in order."""
         with self._lock:
             self._in_flight += 1
             parallel = (
                 self._in_flight == 1 and self.cores >= 2 and rows >= min_rows and self._spare_core()
             )
             worker = self._pool() if parallel else None
+        cpu = [time.thread_time()]  # the caller's, then the worker's stage CPU seconds
         try:
             if worker is None:
                 t0 = time.perf_counter()
@@ -139,18 +149,29 @@ class StagePair:
                 b = second()
                 t2 = time.perf_counter()
                 return a, b, (t1 - t0) * 1e3, (t2 - t1) * 1e3, False
-            return self._overlapped(worker, first, second)
+            return self._overlapped(worker, first, second, cpu)
         finally:
+            cpu[0] = time.thread_time() - cpu[0]
             with self._lock:
                 self._in_flight -= 1
+                self._stages_cpu += sum(cpu)
 
     @staticmethod
     def _overlapped(
-        worker: ThreadPoolExecutor, first: Callable[[], A], second: Callable[[], B]
+        worker: ThreadPoolExecutor,
+        first: Callable[[], A],
+        second: Callable[[], B],
+        cpu: list[float],
     ) -> tuple[A, B, float, float, bool]:
+        """``first`` on the worker, ``second`` here; the worker's CPU seconds are
+        appended to ``cpu``."""
+
         def timed() -> tuple[A, float]:
-            t0 = time.perf_counter()
-            out = first()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                out = first()
+            finally:
+                cpu.append(time.thread_time() - c0)
             return out, (time.perf_counter() - t0) * 1e3
 
         pending: Future[tuple[A, float]] = worker.submit(timed)
@@ -167,7 +188,7 @@ class StagePair:
         return a, b, a_ms, b_ms, True
 
     def _spare_core(self) -> bool:
-        spare = self.load.spare() if self.load is not None else None
+        spare = self.load.spare(self._stages_cpu) if self.load is not None else None
         return spare is None or spare >= MIN_SPARE
 
     def _pool(self) -> ThreadPoolExecutor:
