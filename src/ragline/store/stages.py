@@ -27,7 +27,7 @@ from typing import TypeVar
 
 #: Rows from which a search's two stages run concurrently by default (the setting
 #: ``lance_parallel_rows``; chosen in benchmarks/results/parallel_stages.md).
-PARALLEL_MIN_ROWS = 50_000
+PARALLEL_MIN_ROWS = 100_000
 
 #: Spare cores (beyond a search's own) from which its stages overlap: other work on
 #: the second core (other processes, this one's other threads) makes the worker wait
