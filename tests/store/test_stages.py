@@ -76,6 +76,7 @@ def test_a_search_in_flight_makes_the_next_one_sequential() -> None:
     assert pair.in_flight == 1
     *_, overlapped = pair.run(lambda: 1, lambda: 2, 100, 0)
     assert not overlapped
+    assert pair.runs == (1, 1)
     release.set()
     other.join(WAIT)
     assert outcome == [True]

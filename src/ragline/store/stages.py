@@ -111,12 +111,18 @@ class StagePair:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._stages_cpu = 0.0  # CPU seconds spent in stages run here, both threads
+        self._runs = [0, 0]  # searches run in order, overlapped
         self._worker: ThreadPoolExecutor | None = None
 
     @property
     def in_flight(self) -> int:
         """Searches now inside :meth:`run`."""
         return self._in_flight
+
+    @property
+    def runs(self) -> tuple[int, int]:
+        """(searches whose stages ran in order, searches whose stages overlapped)."""
+        return self._runs[0], self._runs[1]
 
     @property
     def stages_cpu(self) -> float:
@@ -140,6 +146,7 @@ class StagePair:
                 self._in_flight == 1 and self.cores >= 2 and rows >= min_rows and self._spare_core()
             )
             worker = self._pool() if parallel else None
+            self._runs[parallel] += 1
         cpu = [time.thread_time()]  # the caller's, then the worker's stage CPU seconds
         try:
             if worker is None:
