@@ -28,6 +28,10 @@ claims with evidence as the scorer's fit used them:
   ``ragline eval --answers --limit 120`` scores; it mixes the splits).
 
 Run: RAGLINE_SHARED_DATA=/work/shared/data python benchmarks/claim_citations.py
+(the passage and second-document rules of benchmarks/claim_documents.py came
+later; ``RAGLINE_EXTRACTIVE_CLAIM_RANK_WEIGHT=0
+RAGLINE_EXTRACTIVE_CLAIM_OTHER_DOCUMENT_RANKS=10000`` turns them off, as when
+these choices were made).
 Writes nothing: the tables go into benchmarks/results/evidence_scorer.md.
 """
 

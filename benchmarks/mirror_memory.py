@@ -49,8 +49,10 @@ def main() -> None:
         "BM25 postings (3 fields)": sum(
             m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in kw.tf
         ),
-        "chunk columns (Arrow)": snap.table_rows.nbytes if snap.table_rows is not None else 0,
-        "held chunk columns (large tables)": snap.held.nbytes if snap.held is not None else 0,
+        "text and hash columns (Arrow, small tables)": (
+            snap.texts.nbytes if snap.texts is not None else 0
+        ),
+        "held chunk columns": snap.held.nbytes if snap.held is not None else 0,
         "row ids + positions": snap.rowids.nbytes + snap.by_rowid.nbytes,
     }
     print(f"rows {rows:,}; mirror built in {built:.1f} s; vocabulary {len(kw.vocab):,} terms")
@@ -66,16 +68,9 @@ def main() -> None:
         print(f"  {name}: {n / 2**20:.0f} MiB")
     if args.searches:
         # the candidate stages alone, on distinct pseudo-queries cut from the rows
-        texts = (
-            [" ".join(t.split()[3:10]) for t in snap.table_rows.column("text").to_pylist()]
-            if snap.table_rows is not None
-            else []
-        )
-        if not texts:
-            rows = store._mirror.rows(
-                snap, np.arange(0, snap.rows, max(1, snap.rows // args.searches)), ["text"]
-            )  # type: ignore[attr-defined]
-            texts = [" ".join(t.split()[3:10]) for t in rows.column("text").to_pylist()]
+        every = np.arange(0, snap.rows, max(1, snap.rows // args.searches))
+        chunks, _, _ = store._mirror.chunk_rows(snap, every)  # type: ignore[attr-defined]
+        texts = [" ".join(c.text.split()[3:10]) for c in chunks]
         vec_ms, kw_ms = [], []
         rng = np.random.default_rng(0)
         for text in texts[: args.searches]:

@@ -534,6 +534,23 @@ class Settings(BaseSettings):
         description="Learned evidence probability a sentence after the lead needs to be cited "
         "too in an extractive answer to a statement (benchmarks/claim_citations.py).",
     )
+    extractive_claim_rank_weight: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="Extractive answer to a statement: learned log-odds a passing sentence's "
+        "block gives up per place down the context when the passage to answer from is "
+        "chosen (0: the learned probability alone; benchmarks/claim_documents.py).",
+    )
+    extractive_claim_other_document_ranks: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="Extractive answer to a statement: a further sentence from another "
+        "document than the lead's is cited only from a block at most this many places "
+        "after the lead's (0: only blocks ranked ahead of it; a number past the context's "
+        "blocks turns the rule off; benchmarks/claim_documents.py).",
+    )
 
     # --- evaluation (ragline eval) ------------------------------------------------------
     eval_cache_dir: Path = Field(

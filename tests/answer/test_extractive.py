@@ -26,8 +26,10 @@ from ragline.answer.generators.base import GenerationRequest
 from ragline.answer.generators.extractive import (
     ExtractiveGenerator,
     cite,
+    claim_cites_further,
     claim_lead,
     claim_lead_key,
+    claim_passage_key,
     select_sentences,
 )
 from ragline.answer.judging import ContextEvidence, judge_context
@@ -296,7 +298,8 @@ def test_a_claims_further_sentences_need_the_extra_bar(
 ) -> None:
     """A statement's answer cites a further sentence only when its learned probability
     reaches ``RAGLINE_EXTRACTIVE_CLAIM_EXTRA_MIN`` (0.1, chosen on SciFact train);
-    a question's answer is not affected."""
+    a question's answer is not affected. (Both blocks are of one document: another
+    document ranked after the lead's is not cited at all, see below.)"""
     first = make_chunk(
         "a",
         "Aspirin reduced the risk of colorectal cancer by a third in the trial cohort.",
@@ -307,7 +310,8 @@ def test_a_claims_further_sentences_need_the_extra_bar(
         "b",
         "Daily low doses of aspirin were given to patients with a history of adenomas.",
         title="Aspirin dosing",
-        doc_id="d2",
+        doc_id="d1",
+        chunk_index=4,
     )
     ctx = build_context([make_hit(first, 0.7, 1), make_hit(second, 0.6, 2)], count_tokens, 2000)
     weights = evidence_weights(Settings())
@@ -329,3 +333,78 @@ def test_a_claims_further_sentences_need_the_extra_bar(
     assert cited(claim, (0.12, 0.11)) == [1, 2]
     question = "Does aspirin lower the risk of colorectal cancer?"
     assert cited(question, (0.12, 0.095)) == [1, 2]
+
+
+def test_a_claims_passage_gives_up_log_odds_per_place_down_the_context() -> None:
+    """With weight 1 (chosen on SciFact train), a passing sentence two places down
+    needs e² times the odds of the first block's to be answered from; weight 0 is the
+    learned probability alone."""
+    assert claim_passage_key(0.15, 1, 1.0) > claim_passage_key(0.30, 3, 1.0)
+    assert claim_passage_key(0.15, 1, 0.0) < claim_passage_key(0.30, 3, 0.0)
+    # a sentence far likelier still wins from lower down
+    assert claim_passage_key(0.90, 2, 1.0) > claim_passage_key(0.15, 1, 1.0)
+    # alike places: the probability decides
+    assert claim_passage_key(0.20, 4, 1.0) > claim_passage_key(0.15, 4, 1.0)
+
+
+def test_a_claims_further_sentence_of_another_document_must_not_rank_below_the_lead() -> None:
+    def further(p: float, rank: int, same: bool, lead: int, ranks: int = 0) -> bool:
+        return claim_cites_further(p, rank, same, lead, extra_min=0.1, other_document_ranks=ranks)
+
+    assert further(0.12, 5, True, 1)  # the lead's document, any place
+    assert not further(0.12, 2, False, 1)  # another document, ranked after the lead's
+    assert further(0.12, 1, False, 2)  # another document, ranked ahead of it
+    assert further(0.12, 2, False, 1, ranks=1)
+    assert not further(0.12, 3, False, 1, ranks=1)
+    assert not further(0.09, 1, True, 1)  # the bar holds for every further sentence
+
+
+def test_a_claim_is_answered_from_the_better_ranked_passage_and_its_document(
+    make_chunk: Callable[..., Chunk],
+    make_hit: Callable[..., Hit],
+    count_tokens: TokenCounter,
+    cache: EmbeddingCache,
+) -> None:
+    """The scorer slightly prefers block 2 (another document): by default the answer
+    leads with block 1, cites block 3 of the same document and not block 2; the
+    settings' earlier behaviour (weight 0, no document rule) leads with block 2."""
+    first = make_chunk(
+        "a",
+        "Aspirin reduced the risk of colorectal cancer by a third in the trial cohort.",
+        title="Aspirin trial",
+        doc_id="d1",
+    )
+    second = make_chunk(
+        "b",
+        "Daily low doses of aspirin were given to patients with a history of adenomas.",
+        title="Aspirin dosing",
+        doc_id="d2",
+    )
+    third = make_chunk(
+        "c",
+        "Colorectal adenomas recurred less often among the patients who took aspirin.",
+        title="Aspirin trial",
+        doc_id="d1",
+        chunk_index=3,
+    )
+    hits = [make_hit(first, 0.7, 1), make_hit(second, 0.6, 2), make_hit(third, 0.5, 3)]
+    ctx = build_context(hits, count_tokens, 2000)
+    found = tuple(candidates(ctx))
+    assert [c.block for c in found] == [1, 2, 3]
+    settings = Settings()
+    weights = evidence_weights(settings)
+    claim = "Aspirin lowers the risk of colorectal cancer."
+    judged = tuple(Evidence(i, p, True, 0.5, 0.5, 0.5) for i, p in enumerate((0.13, 0.15, 0.12)))
+    ev = ContextEvidence(question_constraints(claim), found, judged, judged[1], (), weights=weights)
+    request = GenerationRequest(claim, ctx, evidence=ev)
+    gen = extractive_generator(settings, cache.vectors)
+    assert (gen.claim_rank_weight, gen.claim_other_document_ranks) == (1.0, 0)
+
+    def cited(rank_weight: float, ranks: int | None) -> list[int]:
+        gen.claim_rank_weight, gen.claim_other_document_ranks = rank_weight, ranks
+        return [c.block for c in gen.compose(request)]
+
+    assert cited(1.0, 0) == [1, 3]
+    assert cited(1.0, 1) == [1, 2, 3]
+    assert cited(0.0, None) == [2, 1, 3]
+    assert cited(0.0, 0) == [2, 1]  # block 1 ranks ahead of the lead's; block 3 does not

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 
 SCHEMA = pa.schema(
     [
@@ -96,3 +96,37 @@ def test_keeping_rows_of_other_columns_is_refused() -> None:
     other = HeldColumnsBuilder(pa.schema([HELD.field("title")]), 3)
     with pytest.raises(ValueError, match="same columns"):
         other.add_kept(builder.done(), np.arange(3))
+
+
+def test_python_values_are_what_arrow_gives_for_every_column() -> None:
+    """``values_at`` (a hit's values without an Arrow array) equals ``take`` then
+    ``to_pylist``, value and type, with nulls in every kind of column, repeats and
+    any order; no positions give no values."""
+    rng = np.random.default_rng(11)
+    builder = HeldColumnsBuilder(HELD, 60)
+    builder.add(batch(rng, 30, nulls=False))
+    builder.add(batch(rng, 30, nulls=True))
+    held = builder.done()
+    at = np.concatenate([rng.permutation(60), [31, 31, 0]]).astype(np.int64)
+    for name in held.names:
+        got, want = held.values_at(name, at), held.take(name, at).to_pylist()
+        assert got == want and [type(v) for v in got] == [type(v) for v in want], name
+        assert held.values_at(name, np.zeros(0, np.int64)) == []
+    for name in ("title", "heading_path", "page"):
+        assert None in held.values_at(name, at), name
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_strings_read_from_their_buffers_are_arrows_values(kind: pa.DataType) -> None:
+    """Nulls, empty and non-ASCII strings, a sliced array and several chunks; a
+    column that is not text is refused."""
+    values = ["Größe", "", None, "日本語のテキスト", "x" * 300, None, "end"]
+    whole = pa.array(values, kind)
+    at = np.asarray([6, 0, 2, 3, 3, 1, 4, 5], dtype=np.int64)
+    for column in (whole, pa.chunked_array([whole[:3], whole[3:]], kind)):
+        assert StringsAt.of(column).values_at(at) == whole.take(at).to_pylist()
+    sliced = whole[2:6]
+    assert StringsAt.of(sliced).values_at(np.arange(4)) == values[2:6]
+    assert StringsAt.of(pa.array([], kind)).values_at(np.zeros(0, np.int64)) == []
+    with pytest.raises(TypeError, match="not a string column"):
+        StringsAt.of(pa.array([1, 2]))

@@ -153,7 +153,7 @@ def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(
     got = store.vector_candidates(q, 6)
     snap = store._mirror._snapshot  # type: ignore[union-attr]
     assert snap is not None and snap.rows == 10 and snap.vectors.codes is not None
-    assert snap.vectors.matrix is None and snap.table_rows is None
+    assert snap.vectors.matrix is None and snap.texts is None
     assert snap.held is not None and snap.held.names == lance_memory.MEMORY_COLUMNS
     assert snap.vectors.codes.shape[1] == (dims or DIM)
     want = plain.vector_candidates(q, 6)

@@ -14,6 +14,7 @@ of one can keep the whole read alive). Immutable once built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,10 @@ class Column:
     data: npt.NDArray[Any]
     values: tuple[Any, ...] = ()
     valid: npt.NDArray[np.bool_] | None = None
+    coded: bool = dataclass_field(init=False)  # of the field's type, asked once (≈ 1 µs)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "coded", _coded(self.field))
 
     @property
     def nbytes(self) -> int:
@@ -50,12 +55,25 @@ class Column:
 
     def take(self, positions: IntArray) -> pa.Array:
         """The values at ``positions`` as an Arrow array of the column's type."""
-        if not _coded(self.field):
+        if not self.coded:
             mask = None if self.valid is None else ~self.valid[positions]
             return pa.array(self.data[positions], type=self.field.type, mask=mask)
-        values = self.values
-        picked = [None if c == NULL else values[c] for c in self.data[positions].tolist()]
-        return pa.array(picked, type=self.field.type)
+        return pa.array(self.values_at(positions), type=self.field.type)
+
+    def values_at(self, positions: IntArray) -> list[Any]:
+        """The values at ``positions`` as Python objects (None for a null), as Arrow's
+        ``to_pylist`` gives them, without an Arrow array in between: a search turns a
+        hit's columns into Python values anyway, and one Arrow call per column costs
+        more than the numpy gather (benchmarks/results/search_hits.md). A list value
+        is the held object itself: a caller copies it before changing it."""
+        picked = self.data[positions].tolist()
+        if self.coded:
+            values = self.values
+            return [None if c == NULL else values[c] for c in picked]
+        if self.valid is None:
+            return picked  # type: ignore[no-any-return]
+        valid = self.valid[positions].tolist()
+        return [v if ok else None for v, ok in zip(picked, valid, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +96,9 @@ class HeldColumns:
 
     def take(self, name: str, positions: IntArray) -> pa.Array:
         return self.columns[name].take(positions)
+
+    def values_at(self, name: str, positions: IntArray) -> list[Any]:
+        return self.columns[name].values_at(positions)
 
 
 class HeldColumnsBuilder:
@@ -194,3 +215,44 @@ def compact_codes(codes: Codes, values: list[Any]) -> list[Any]:
 def _key(value: Any) -> Any:
     """A hashable stand-in for a value (lists become tuples)."""
     return tuple(value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True, slots=True)
+class StringsAt:
+    """An Arrow string column read row by row from its own buffers (no copy): a
+    hit's text decoded straight from its bytes. An Arrow take + ``to_pylist`` costs
+    ≈ 1.3× this on warm caches and ≈ 2× on cold ones (another search's work in
+    between; benchmarks/results/search_hits.md)."""
+
+    offsets: npt.NDArray[np.int64] | npt.NDArray[np.int32]
+    data: memoryview
+    nulls: npt.NDArray[np.bool_] | None = None
+
+    @classmethod
+    def of(cls, column: pa.ChunkedArray | pa.Array) -> StringsAt:
+        """The view of a ``string`` or ``large_string`` column; it keeps the buffers alive."""
+        array = column
+        if isinstance(column, pa.ChunkedArray):
+            array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        if pa.types.is_string(array.type):
+            dtype: type[np.signedinteger[Any]] = np.int32
+        elif pa.types.is_large_string(array.type):
+            dtype = np.int64
+        else:
+            raise TypeError(f"not a string column: {array.type}")
+        _, offsets, data = array.buffers()
+        ends = np.frombuffer(offsets, dtype=dtype) if offsets is not None else np.zeros(1, dtype)
+        ends = ends[array.offset : array.offset + len(array) + 1]
+        nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+        return cls(ends, memoryview(data) if data is not None else memoryview(b""), nulls)
+
+    def values_at(self, positions: IntArray) -> list[str | None]:
+        """The strings at ``positions`` (None for a null), as Arrow's ``to_pylist``."""
+        data = self.data
+        starts = self.offsets[positions].tolist()
+        ends = self.offsets[positions + 1].tolist()
+        out: list[str | None] = [str(data[a:b], "utf-8") for a, b in zip(starts, ends, strict=True)]
+        if self.nulls is not None:
+            null = self.nulls[positions].tolist()
+            out = [None if n else v for v, n in zip(out, null, strict=True)]
+        return out

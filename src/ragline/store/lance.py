@@ -93,6 +93,7 @@ from ragline.store.filters import (
 from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
+from ragline.store.vector_index import IntArray
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 T = TypeVar("T")
@@ -501,6 +502,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
                 "ann_min_rows must be ≥ 0 and ann_ef, ann_nprobes, ann_refine_factor ≥ 1"
             )
         self.path = Path(path)
+        self._meta_file = self.path / META_FILE  # joined once: each search stats it
         self.ann_min_rows = ann_min_rows
         self.ann_ef = ann_ef  # only used by HNSW indexes; kept for indexes built elsewhere
         self.ann_nprobes = ann_nprobes
@@ -515,6 +517,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         self._meta_stamp: tuple[int, int, int] | None = None
         self._chunks: AsyncTable | None = None
         self._chunks_name = ""
+        self._versions: tuple[str, Path] = ("", self.path)  # see _versions_dir
         self._dimension = dimension
         #: In-process indexes mirroring the table (lance_memory); None: LanceDB's own.
         self._mirror = (
@@ -592,7 +595,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         return self._dimension
 
     def _meta_path(self) -> Path:
-        return self.path / META_FILE
+        return self._meta_file
 
     def _refresh(self) -> None:
         """Follow meta.json (fingerprint, rebuild swaps) when another writer changed it:
@@ -742,8 +745,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         return dict(zip(rows.column("content_hash").to_pylist(), vecs, strict=True))
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        """Stored vectors by id: the mirror's float32 rows when it keeps them (a
+        threshold asks this for every keyword-only candidate, and LanceDB's
+        ``id IN (…)`` scan costs milliseconds), else that scan."""
         if not ids:
             return {}
+        snap = self._mirrored()
+        if snap is not None and snap.vectors.matrix is not None:
+            at = self._positions(snap, ids)
+            return dict(zip(snap.ids[at].tolist(), snap.vectors.raw(at), strict=True))
         table = self._table()
         unique = list(dict.fromkeys(ids))
         query = table.query().where(sql_in_list("id", unique)).select(["id", "vector"])
@@ -934,7 +944,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             return None
         table = self._table()
         try:
-            versions = self.path / f"{self._chunks_name}.lance" / "_versions"
+            versions = self._versions_dir()
             return self._mirror.snapshot(
                 table, self._chunks_name, self._dimension, versions, wait=wait
             )
@@ -942,6 +952,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"{self.path}: cannot load the search indexes: {exc}") from exc
+
+    def _versions_dir(self) -> Path:
+        """The chunks table's ``_versions`` folder (joined once per table name)."""
+        name, path = self._versions
+        if name != self._chunks_name:
+            name = self._chunks_name
+            path = self.path / f"{name}.lance" / "_versions"
+            self._versions = (name, path)
+        return path
 
     def _mirror_vector(
         self, snap: Snapshot, q: Vectors, k: int, pred: str
@@ -1071,42 +1090,33 @@ class LanceStore(SearchDefaults, ClosesOnExit):
     # -- rows of the final hits
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
-        """Stored chunks with each chunk's stored vector, in the same read."""
+        """Stored chunks with each chunk's stored vector, in the same read: on the
+        mirror (:meth:`LanceMirror.chunk_rows`), else by LanceDB's ``id IN (…)`` scan."""
         snap = self._mirrored() if ids else None
-        if snap is not None and snap.holds_rows and snap.table_rows is not None:  # no Arrow vectors
-            at = np.asarray(
-                [snap.position[i] for i in dict.fromkeys(ids) if i in snap.position], np.int64
-            )
-            chunks = arrow_to_chunks(snap.table_rows.take(at))
-            return {c.id: (c, v) for c, v in zip(chunks, snap.vectors.raw(at), strict=True)}
-        rows = self._rows_for(ids, [*CHUNK_COLUMNS, "vector"])
-        if rows is None:
+        if snap is not None:
+            assert self._mirror is not None
+            at = self._positions(snap, ids)
+            chunks, _, vecs = self._mirror.chunk_rows(snap, at, vectors=True)
+            assert vecs is not None
+            return {c.id: (c, v) for c, v in zip(chunks, vecs, strict=True)}
+        if not ids:
             return {}
+        unique = list(dict.fromkeys(ids))
+        query = self._table().query().where(sql_in_list("id", unique))
+        rows = _run(query.select([*CHUNK_COLUMNS, "vector"]).to_arrow())
         vecs = arrow_vectors(rows, self._dimension)
         return {c.id: (c, v) for c, v in zip(arrow_to_chunks(rows), vecs, strict=True)}
 
     def _snapshot_chunks(self, snap: Snapshot, ids: Sequence[str]) -> dict[str, Chunk]:
-        rows = self._snapshot_rows(snap, ids, list(CHUNK_COLUMNS))
-        return {} if rows is None else {c.id: c for c in arrow_to_chunks(rows)}
-
-    def _snapshot_rows(
-        self, snap: Snapshot, ids: Sequence[str], columns: list[str]
-    ) -> pa.Table | None:
         assert self._mirror is not None
-        at = [snap.position[i] for i in dict.fromkeys(ids) if i in snap.position]
-        return self._mirror.rows(snap, np.asarray(at, dtype=np.int64), columns) if at else None
+        chunks, _, _ = self._mirror.chunk_rows(snap, self._positions(snap, ids))
+        return {c.id: c for c in chunks}
 
-    def _rows_for(self, ids: Sequence[str], columns: list[str]) -> pa.Table | None:
-        """Rows of the given ids: taken by row id through the mirror (≈ 1.5 ms less than
-        LanceDB's ``id IN (…)`` scan at 100k rows), else by that scan."""
-        if not ids:
-            return None
-        unique = list(dict.fromkeys(ids))
-        snap = self._mirrored()
-        if snap is not None:
-            return self._snapshot_rows(snap, unique, columns)
-        query = self._table().query().where(sql_in_list("id", unique)).select(columns)
-        return _run(query.to_arrow())
+    @staticmethod
+    def _positions(snap: Snapshot, ids: Sequence[str]) -> IntArray:
+        """Positions in ``snap`` of the distinct ``ids`` it has, in first-seen order."""
+        where = snap.position
+        return np.asarray([where[i] for i in dict.fromkeys(ids) if i in where], np.int64)
 
     # ------------------------------------------------------------ maintenance
 

@@ -22,13 +22,15 @@ predicates evaluated on it (only row ids come back), applied as a mask before
 the top-k and cached per version and predicate; the final hits' rows are taken
 from it by row id.
 
-Rows of the final hits: a small snapshot keeps every chunk column in memory; a
-large one keeps all but :data:`DISK_COLUMNS` (:mod:`ragline.store.held_columns`:
-numbers, and codes into the distinct strings, which mostly repeat per document or
-section) and reads only those from LanceDB. Its take costs
-≈ 0.55 ms per column for 10 rows scattered over 1M rows (all 22 chunk columns:
-13 ms; benchmarks/results/search_core.md, section 8), so the columns it reads, not
-the rows, set the price.
+Rows of the final hits: every snapshot keeps the chunk columns but
+:data:`DISK_COLUMNS` as :mod:`ragline.store.held_columns` (numbers, and codes into
+the distinct strings, which mostly repeat per document or section); a small one
+keeps :data:`DISK_COLUMNS` as an Arrow table too, a large one reads only those from
+LanceDB. LanceDB's take costs ≈ 0.55 ms per column for 10 rows scattered over 1M
+rows (all 22 chunk columns: 13 ms; benchmarks/results/search_core.md, section 8), so
+the columns it reads, not the rows, set the price. The held columns turn into a
+hit's Python values with a numpy gather per column, ≈ 5× cheaper than an Arrow
+take and ``to_pylist`` per column (benchmarks/results/search_hits.md).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +50,20 @@ import numpy.typing as npt
 import pyarrow as pa
 from lancedb.table import AsyncTable
 
-from ragline.store.base import CHUNK_COLUMNS
+from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
 from ragline.store.bm25 import FieldTerms, chunk_terms
-from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import (
     BoolArray,
+    F32Array,
     IntArray,
     VectorIndex,
     VectorIndexBuilder,
     VectorLayout,
     layout_for,
 )
+from ragline.types import Chunk
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +82,7 @@ MASK_CACHE = 64
 #: text, its hash; the id is in ``Snapshot.ids``). The rest take 75 MiB at 1M
 #: synthetic rows as held columns, and would cost ≈ 11 ms per search on disk.
 DISK_COLUMNS = ("text", "content_hash")
-#: The chunk columns a large snapshot keeps in memory.
+#: The chunk columns every snapshot keeps as held columns.
 MEMORY_COLUMNS = tuple(c for c in CHUNK_COLUMNS if c not in {"id", *DISK_COLUMNS})
 _UNCACHED = object()
 
@@ -96,8 +100,9 @@ class Snapshot:
     keywords: KeywordIndex
     by_rowid: IntArray  # positions sorted by row id (for masks and takes)
     position: dict[str, int]  # chunk id → position
-    table_rows: pa.Table | None  # every chunk column, row i = position i (small tables)
-    held: HeldColumns | None = None  # MEMORY_COLUMNS of a large table, row i = position i
+    texts: pa.Table | None  # DISK_COLUMNS, row i = position i (small tables)
+    held: HeldColumns | None = None  # MEMORY_COLUMNS, row i = position i
+    text_values: Mapping[str, StringsAt] = field(default_factory=dict)  # views of ``texts``
     stamp: tuple[int, int] | None = None  # the versions folder's (inode, mtime) seen before
 
     @property
@@ -107,7 +112,7 @@ class Snapshot:
     @property
     def holds_rows(self) -> bool:
         """Whether every chunk column and the float32 vectors are in memory."""
-        return self.table_rows is not None and self.vectors.matrix is not None
+        return self.texts is not None and self.held is not None and self.vectors.matrix is not None
 
     def positions(self, rowids: npt.NDArray[np.uint64]) -> IntArray:
         """Positions of the given row ids (ids this snapshot lacks are left out)."""
@@ -134,15 +139,16 @@ def build_snapshot(
 ) -> Snapshot:
     """``old`` minus the rows whose row id is not in ``rowids``, plus the rows of
     ``new_batches`` (chunk columns, ``vector`` and ``_rowid``), analysed one batch at
-    a time. The chunk columns stay in memory while the snapshot has at most
-    ``keep_rows`` rows, all but :data:`DISK_COLUMNS` above; the vectors are kept as
-    ``layout`` says (``old``'s layout must be the same; default: float32 only)."""
+    a time. The chunk columns but :data:`DISK_COLUMNS` stay in memory as held
+    columns, those too while the snapshot has at most ``keep_rows`` rows; the
+    vectors are kept as ``layout`` says (``old``'s layout must be the same; default:
+    float32 only)."""
     from ragline.store.lance import arrow_to_chunks, arrow_vectors
 
     vectors = VectorIndexBuilder(len(rowids), dimension, layout or VectorLayout(True, False))
     small = len(rowids) <= keep_rows
     # the columns are kept when ``old`` kept the same ones for its rows
-    keeping = old is None or (old.table_rows is not None if small else old.held is not None)
+    keeping = old is None or (old.held is not None and (not small or old.texts is not None))
     tables: list[pa.Table] = []
     held: HeldColumnsBuilder | None = None
     if old is None:
@@ -154,8 +160,8 @@ def build_snapshot(
         keywords = old.keywords.kept(keep)
         vectors.add_kept(old.vectors, keep)  # each vector written once, into its final place
         kept_rowids, kept_ids = old.rowids[keep], old.ids[keep]
-        if keeping and small and old.table_rows is not None:
-            tables.append(old.table_rows.take(keep))
+        if keeping and small and old.texts is not None:
+            tables.append(old.texts.take(keep))
     new_rowids: list[npt.NDArray[np.uint64]] = []
     new_ids: list[npt.NDArray[np.object_]] = []
 
@@ -175,8 +181,8 @@ def build_snapshot(
             new_ids.append(ids)
             vectors.add(arrow_vectors(batch, dimension))
             if keeping and small:
-                tables.append(batch.select(list(CHUNK_COLUMNS)))
-            elif keeping:
+                tables.append(batch.select(list(DISK_COLUMNS)))
+            if keeping:
                 if held is None:
                     kept = old.held if old is not None else None
                     schema = kept.schema if kept is not None else batch.schema
@@ -185,11 +191,12 @@ def build_snapshot(
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
 
     keywords = keywords.appended_batches(analysed())
-    if keeping and not small and held is None and old is not None and old.held is not None:
+    if keeping and held is None and old is not None and old.held is not None:
         held = start(old.held.schema)  # no new rows, only kept ones
     all_rowids = np.concatenate([kept_rowids, *new_rowids])
     all_ids = np.concatenate([kept_ids, *new_ids])
-    table_rows = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
+    texts = pa.concat_tables(tables).combine_chunks() if keeping and tables else None
+    views = {} if texts is None else {c: StringsAt.of(texts[c]) for c in texts.column_names}
     return Snapshot(
         table=table,
         version=version,
@@ -200,8 +207,9 @@ def build_snapshot(
         keywords=keywords,
         by_rowid=np.argsort(all_rowids, kind="stable").astype(np.int64),
         position={i: n for n, i in enumerate(all_ids.tolist())},
-        table_rows=table_rows,
+        texts=texts,
         held=None if held is None else held.done(),
+        text_values=views,
     )
 
 
@@ -407,39 +415,56 @@ class LanceMirror:
                 self._masks.popitem(last=False)
         return mask
 
-    def rows(self, snap: Snapshot, positions: IntArray, columns: list[str]) -> pa.Table:
-        """The rows at ``positions`` of ``snap`` (any order), with ``columns``: what the
-        snapshot holds from memory (``id``, its chunk columns, ``vector`` from a float32
-        matrix), the rest taken from LanceDB by row id in one read."""
-        held = set(CHUNK_COLUMNS) if snap.table_rows is not None else set()
-        held |= set(snap.held.names) if snap.held is not None else set()
-        from_disk = [
-            c
-            for c in columns
-            if c not in held and c != "id" and (c != "vector" or snap.vectors.matrix is None)
-        ]
+    def chunk_rows(
+        self, snap: Snapshot, positions: IntArray, *, vectors: bool = False
+    ) -> tuple[list[Chunk], IntArray, F32Array | None]:
+        """The chunks at ``positions`` of ``snap`` (any order), the positions they came
+        from (a row gone from disk meanwhile is left out) and, with ``vectors``, their
+        stored vectors (row for row). What the snapshot holds comes from memory (ids,
+        held columns, :data:`DISK_COLUMNS` of a small table, float32 vectors), the rest
+        from LanceDB by row id in one read; each column goes straight to Python values,
+        with no Arrow array in between for the held ones."""
+        if not len(positions):
+            none = np.zeros((0, self.dimension), np.float32) if vectors else None
+            return [], positions, none
+        held = snap.held.columns if snap.held is not None else {}
+        texts = snap.text_values
+        from_disk = [c for c in CHUNK_COLUMNS if c not in held and c not in texts and c != "id"]
+        if vectors and snap.vectors.matrix is None:
+            from_disk.append("vector")
         disk: pa.Table | None = None
         if from_disk:
-            wanted = snap.rowids[positions]
-            take = snap.handle.take_row_ids(wanted.tolist()).select(from_disk).with_row_id()
-            disk = self._run(take.to_arrow())
-            got = disk.column("_rowid").to_numpy().astype(np.uint64)
-            order = np.argsort(got, kind="stable")
-            at = np.minimum(np.searchsorted(got[order], wanted), max(len(got) - 1, 0))
-            found = got[order][at] == wanted if len(got) else np.zeros(len(wanted), bool)
-            positions, disk = positions[found], disk.take(order[at[found]])
-        out: list[pa.ChunkedArray | pa.Array] = []
-        for c in columns:
-            if disk is not None and c in from_disk:
-                out.append(disk.column(c))
+            positions, disk = self._take(snap, positions, from_disk)
+        columns: list[list[Any]] = []
+        for c in CHUNK_COLUMNS:
+            if c in held:
+                columns.append(held[c].values_at(positions))
             elif c == "id":
-                out.append(pa.array(snap.ids[positions].tolist(), pa.string()))
-            elif c == "vector":
-                raw = snap.vectors.raw(positions).reshape(-1)
-                out.append(pa.FixedSizeListArray.from_arrays(pa.array(raw), self.dimension))
-            elif snap.table_rows is not None:
-                out.append(snap.table_rows.column(c).take(positions))
+                columns.append(snap.ids[positions].tolist())
+            elif c in texts:
+                columns.append(texts[c].values_at(positions))
             else:
-                assert snap.held is not None
-                out.append(snap.held.take(c, positions))
-        return pa.Table.from_arrays(out, names=columns)
+                assert disk is not None
+                columns.append(disk.column(c).to_pylist())
+        chunks = [chunk_from_row(row) for row in zip(*columns, strict=True)]
+        if not vectors:
+            return chunks, positions, None
+        if disk is not None and "vector" in from_disk:
+            from ragline.store.lance import arrow_vectors
+
+            return chunks, positions, arrow_vectors(disk, self.dimension)
+        return chunks, positions, snap.vectors.raw(positions)
+
+    def _take(
+        self, snap: Snapshot, positions: IntArray, columns: list[str]
+    ) -> tuple[IntArray, pa.Table]:
+        """(the positions whose rows LanceDB still has, their ``columns`` in that
+        order), read by row id from ``snap``'s pinned handle in one take."""
+        wanted = snap.rowids[positions]
+        take = snap.handle.take_row_ids(wanted.tolist()).select(columns).with_row_id()
+        disk: pa.Table = self._run(take.to_arrow())
+        got = disk.column("_rowid").to_numpy().astype(np.uint64)
+        order = np.argsort(got, kind="stable")
+        at = np.minimum(np.searchsorted(got[order], wanted), max(len(got) - 1, 0))
+        found = got[order][at] == wanted if len(got) else np.zeros(len(wanted), bool)
+        return positions[found], disk.take(order[at[found]])

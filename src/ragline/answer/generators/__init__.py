@@ -67,4 +67,6 @@ def extractive_generator(settings: Settings, embed: EmbedTexts) -> ExtractiveGen
         max_sentences=settings.extractive_max_sentences,
         evidence=evidence,
         claim_extra_min=settings.extractive_claim_extra_min,
+        claim_rank_weight=settings.extractive_claim_rank_weight,
+        claim_other_document_ranks=settings.extractive_claim_other_document_ranks,
     )

@@ -72,6 +72,38 @@ def select_sentences(
     return chosen
 
 
+def log_odds(probability: float) -> float:
+    """``log(p / (1 − p))``, with ``p`` kept off 0 and 1."""
+    p = min(max(probability, 1e-9), 1.0 - 1e-9)
+    return math.log(p / (1.0 - p))
+
+
+def claim_passage_key(probability: float, rank: int, rank_weight: float) -> float:
+    """A claim's passage among those holding a passing sentence: the learned log-odds
+    of the sentence less ``rank_weight`` per place down the context (``rank`` 1 is the
+    first block). The scorer sees one sentence; the retriever ranked the whole
+    abstract, and on SciFact a passing sentence of a lower-ranked abstract that the
+    scorer prefers is more often a wrong source (benchmarks/claim_documents.py).
+    """
+    return log_odds(probability) - rank_weight * (rank - 1)
+
+
+def claim_cites_further(
+    probability: float,
+    rank: int,
+    same_document: bool,
+    lead_rank: int,
+    *,
+    extra_min: float,
+    other_document_ranks: int,
+) -> bool:
+    """Whether a passing sentence after a claim's lead is cited too: it must be
+    likely evidence itself (``extra_min``) and come from the lead's document or from
+    a block at most ``other_document_ranks`` places after the lead's (a second
+    document ranked below the one answering is mostly a topical neighbour)."""
+    return probability >= extra_min and (same_document or rank <= lead_rank + other_document_ranks)
+
+
 def claim_lead_key(probability: float, words: int, position: float) -> float:
     """A claim's lead sentence among the passing sentences of its passage: the learned
     scorer's log-odds, plus a bonus for a long sentence and for a late one
@@ -79,8 +111,7 @@ def claim_lead_key(probability: float, words: int, position: float) -> float:
     SciFact's rationale sentences are mostly the results, long and late in the
     abstract, where the scorer alone often prefers the opening statement of the topic.
     """
-    p = min(max(probability, 1e-9), 1.0 - 1e-9)
-    return math.log(p / (1.0 - p)) + CLAIM_LEAD_WORDS * words / 30 + CLAIM_LEAD_POSITION * position
+    return log_odds(probability) + CLAIM_LEAD_WORDS * words / 30 + CLAIM_LEAD_POSITION * position
 
 
 def claim_lead(ev: ContextEvidence, passing: Sequence[Evidence], lead: Evidence) -> Evidence:
@@ -118,6 +149,8 @@ class ExtractiveGenerator:
         block_weight: float = 0.6,
         evidence: EvidenceWeights | None = None,
         claim_extra_min: float = 0.0,
+        claim_rank_weight: float = 0.0,
+        claim_other_document_ranks: int | None = None,
     ) -> None:
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
@@ -127,6 +160,9 @@ class ExtractiveGenerator:
         self.block_weight = block_weight
         self.evidence = evidence
         self.claim_extra_min = claim_extra_min
+        self.claim_rank_weight = claim_rank_weight
+        #: None: a further sentence may come from any block (no document rule).
+        self.claim_other_document_ranks = claim_other_document_ranks
 
     @property
     def name(self) -> str:
@@ -162,16 +198,37 @@ class ExtractiveGenerator:
         rel = [(1 - b) * e.score + b * block_rel[ev.candidates[e.index].block] for e in passing]
         lead = passing[max(range(len(passing)), key=lambda i: rel[i])]
         if weights.learned_for(ev.constraints) and not ev.constraints.question:
-            # The passage is the scorer's choice; the sentence cited from it is re-chosen,
-            # and takes the lead's place in the selection below.
-            chosen = claim_lead(ev, passing, lead)
+            # The passage: the scorer's probability discounted by the block's place in
+            # the context; the sentence cited from it is re-chosen, and takes the best
+            # sentence's place in the selection below (benchmarks/claim_documents.py).
+            passage = max(
+                passing,
+                key=lambda e: claim_passage_key(
+                    e.score, ev.candidates[e.index].block, self.claim_rank_weight
+                ),
+            )
+            chosen = claim_lead(ev, passing, passage)
             i, j = passing.index(lead), passing.index(chosen)
             rel[i], rel[j] = rel[j], rel[i]
             lead = chosen
             # A claim's further citations must be likelier evidence than the bar that
-            # lets a claim be answered at all (benchmarks/claim_citations.py).
+            # lets a claim be answered at all (benchmarks/claim_citations.py), and a
+            # second document must not rank far below the lead's.
+            doc = {blk.number: blk.hit.chunk.doc_id for blk in request.context.blocks}
+            lead_block = ev.candidates[lead.index].block
+            others = self.claim_other_document_ranks
             keep = [
-                i for i, e in enumerate(passing) if e is lead or e.score >= self.claim_extra_min
+                i
+                for i, e in enumerate(passing)
+                if e is lead
+                or claim_cites_further(
+                    e.score,
+                    ev.candidates[e.index].block,
+                    doc[ev.candidates[e.index].block] == doc[lead_block],
+                    lead_block,
+                    extra_min=self.claim_extra_min,
+                    other_document_ranks=len(doc) if others is None else others,
+                )
             ]
             passing, rel = [passing[i] for i in keep], [rel[i] for i in keep]
         texts = [ev.candidates[e.index].text for e in passing]
