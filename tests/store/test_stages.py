@@ -86,15 +86,14 @@ def test_a_search_in_flight_makes_the_next_one_sequential() -> None:
 
 
 def test_each_stage_reports_its_own_time_when_they_overlap() -> None:
+    """The caller's stage is not charged the wait for the worker's."""
     pair = StagePair(cores=2)
-    started = time.perf_counter()
     _, _, a_ms, b_ms, overlapped = pair.run(
-        lambda: time.sleep(0.05), lambda: time.sleep(0.03), 100, 0
+        lambda: time.sleep(0.2), lambda: time.sleep(0.01), 100, 0
     )
-    wall_ms = (time.perf_counter() - started) * 1e3
     assert overlapped
-    assert a_ms >= 50 and b_ms >= 30
-    assert wall_ms < a_ms + b_ms  # they ran at the same time
+    assert a_ms >= 200
+    assert 10 <= b_ms < 200
 
 
 class FirstFailed(Exception):
