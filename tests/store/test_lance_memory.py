@@ -264,6 +264,7 @@ def _both_orders(store: LanceStore, *args: Any, **kw: Any) -> tuple[Any, Any, se
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(VectorIndex, "search", spy)
         mp.setattr(STAGES, "load", None)  # overlap even while other processes are busy
+        mp.setattr(STAGES, "cores", 2)  # and on a one-core runner
         store.parallel_rows = 0
         overlapped = store.weighted_candidates(*args, **kw)
         store.parallel_rows = NEVER
@@ -313,6 +314,7 @@ def test_a_failing_stage_fails_the_search_in_either_order(
     store = LanceStore(tmp_path / "index", dimension=DIM, parallel_rows=parallel_rows)
     write(store, "a", TEXTS, seed=1)
     monkeypatch.setattr(STAGES, "load", None)
+    monkeypatch.setattr(STAGES, "cores", 2)
 
     def broken(*_: Any) -> Any:
         raise MemoryError(f"{failing} stage out of memory")
