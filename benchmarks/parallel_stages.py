@@ -7,7 +7,7 @@ candidate-and-fusion call (``weighted_candidates``) and the whole search
 (``lance_parallel_rows`` 0) and one after the other (a threshold above the table).
 Both orders must give the same candidates and scores; the script counts any that
 differ. The spare-core gate is off here (every "parallel" run overlaps); instead the
-spare cores other work left (:class:`SpareCores`) are sampled per query, and the
+idle cores the gate would see (:class:`SpareCores`) are sampled per query, and the
 paired ratio is given per band of them: the data for the gate's threshold. Opens an
 existing index read-only (nothing is built or written):
 
@@ -125,7 +125,7 @@ def main() -> None:
         names = list(runs)
         shift = i % len(names)
         got: dict[str, Any] = {}
-        spare = sampler.spare(STAGES.stages_cpu)
+        spare = sampler.spare(STAGES.worker_cpu)
         for name in names[shift:] + names[:shift]:
             threshold, fn = runs[name]
             dt, got[name] = at(threshold, lambda fn=fn, q=q: fn(q))
@@ -148,7 +148,7 @@ def main() -> None:
         return statistics.median(x / y for x, y in zip(ms[a], ms[b], strict=True))
 
     n = len(ms["search, parallel"])
-    bands = [(-9.0, 0.0), (0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 9.0)]
+    bands = [(-9.0, 0.0), (0.0, 0.5), (0.5, 1.0), (1.0, 1.5), (1.5, 9.0)]
     band_lines = []
     for lo, hi in bands:
         at_band = [i for i, x in enumerate(spares) if lo <= x < hi]
@@ -161,7 +161,7 @@ def main() -> None:
             pct([ms[f"search, {m}"][i] for i in at_band], 95) for m in ("parallel", "sequential")
         ]
         band_lines.append(
-            f"| {max(lo, -1):.2f} … {min(hi, 1):.2f} | {len(at_band)} | {r:.2f} | "
+            f"| {max(lo, -2):.1f} … {min(hi, 2):.1f} | {len(at_band)} | {r:.2f} | "
             f"{p95[0]:.2f} / {p95[1]:.2f} |"
         )
     lines = [
@@ -186,11 +186,11 @@ def main() -> None:
         f"{ratio('store call, parallel', 'store call, sequential'):.2f}, search "
         f"{ratio('search, parallel', 'search, sequential'):.2f}.",
         "",
-        "By the spare cores other work (other processes, this one outside the stages) "
-        "left just before the query (1 = the second "
-        "core idle, ≤ 0 = every core busy):",
+        "By the idle cores the gate saw just before the query (every core's busy time "
+        "less the stage worker's; on 2 cores, 1 = one core idle besides this search "
+        "loop, ≤ 0 = every core busy):",
         "",
-        "| spare cores | queries | median ratio parallel / sequential (search) | "
+        "| idle cores | queries | median ratio parallel / sequential (search) | "
         "p95 parallel / sequential ms |",
         "|---|---:|---:|---:|",
         *band_lines,

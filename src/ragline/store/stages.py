@@ -29,9 +29,9 @@ from typing import TypeVar
 #: ``lance_parallel_rows``; chosen in benchmarks/results/parallel_stages.md).
 PARALLEL_MIN_ROWS = 100_000
 
-#: Spare cores (beyond a search's own) from which its stages overlap: other work on
-#: the second core (other processes, this one's other threads) makes the worker wait
-#: for it (parallel_stages.md).
+#: Idle cores from which a search's stages overlap: with less, other work (other
+#: processes, this one's other threads) holds the core the worker would wait for
+#: (parallel_stages.md).
 MIN_SPARE = 0.5
 
 _TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
@@ -49,19 +49,19 @@ def free_cores() -> int:
 
 
 class SpareCores:
-    """Cores that nothing but search stages used lately: every core's busy time from
-    ``/proc/stat`` less the CPU time the stages themselves took (the caller counts
-    them), read at most once per ``window`` seconds (about 30 µs a read). Other
-    processes count as busy, and so do this process's other threads (query
-    embeddings and HTTP work of a loaded server). A search is one busy thread; what
-    this reports beyond it is what a second stage could run on. None where
-    ``/proc/stat`` is missing (not Linux): then nothing is known to be busy."""
+    """Cores idle lately had the stage worker not run: every core's busy time from
+    ``/proc/stat`` less the worker's own CPU time (the caller counts it), read at
+    most once per ``window`` seconds (about 30 µs a read). Other processes count as
+    busy, and so do this process's threads, the searching one included (its query
+    embedding, a loaded server's other requests): a core idle besides all of them
+    is one the worker would get at once. None where ``/proc/stat`` is missing (not
+    Linux): then nothing is known to be busy. A container's CPU quota is not read."""
 
     def __init__(self, cores: int, window: float = 0.25, stat: Path = Path("/proc/stat")) -> None:
         self.cores = cores
         self.window = window
         self.stat = stat
-        self._last: tuple[float, float, float] | None = None  # (wall, all busy, stages)
+        self._last: tuple[float, float, float] | None = None  # (wall, all busy, worker)
         self._spare: float | None = None
 
     def _read(self) -> tuple[int, float] | None:
@@ -78,10 +78,10 @@ class SpareCores:
         cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
         return max(cpus, 1), busy / _TICKS
 
-    def spare(self, stages_cpu: float = 0.0) -> float | None:
-        """Cores left idle over the last window, beyond the one a search runs on (may
-        be negative when other work queues for the cores); ``stages_cpu``: CPU seconds
-        the search stages took so far (a running total)."""
+    def spare(self, worker_cpu: float = 0.0) -> float | None:
+        """Cores idle over the last window but for the worker (negative when work
+        queues for the cores); ``worker_cpu``: CPU seconds the worker took so far (a
+        running total)."""
         now = time.monotonic()
         last = self._last
         if last is not None and now - last[0] < self.window:
@@ -90,12 +90,12 @@ class SpareCores:
         if read is None:
             return None
         cpus, busy = read
-        self._last = (now, busy, stages_cpu)
+        self._last = (now, busy, worker_cpu)
         if last is None:
             return None
         wall = now - last[0]
-        others = max(0.0, (busy - last[1]) - (stages_cpu - last[2])) / wall
-        self._spare = min(float(self.cores), cpus - others) - 1.0
+        others = max(0.0, (busy - last[1]) - (worker_cpu - last[2])) / wall
+        self._spare = min(float(self.cores), float(cpus)) - others
         return self._spare
 
 
@@ -110,7 +110,7 @@ class StagePair:
         self.load = spare
         self._lock = threading.Lock()
         self._in_flight = 0
-        self._stages_cpu = 0.0  # CPU seconds spent in stages run here, both threads
+        self._worker_cpu = 0.0  # CPU seconds the worker spent in stages
         self._runs = [0, 0]  # searches run in order, overlapped
         self._worker: ThreadPoolExecutor | None = None
 
@@ -125,9 +125,9 @@ class StagePair:
         return self._runs[0], self._runs[1]
 
     @property
-    def stages_cpu(self) -> float:
-        """CPU seconds the stages run here took so far, on both threads."""
-        return self._stages_cpu
+    def worker_cpu(self) -> float:
+        """CPU seconds the worker thread spent in stages so far."""
+        return self._worker_cpu
 
     def run(
         self,
@@ -138,8 +138,8 @@ class StagePair:
     ) -> tuple[A, B, float, float, bool]:
         """(first's result, second's, first's ms, second's ms, whether they overlapped):
         concurrently when the table has ``min_rows`` rows or more, the process has a
-        second core, no other search is in flight here and nothing but search stages
-        kept the second core busy lately (:class:`SpareCores`); else in order."""
+        second core, no other search is in flight here and a core was idle lately
+        besides everything but the worker (:class:`SpareCores`); else in order."""
         with self._lock:
             self._in_flight += 1
             parallel = (
@@ -147,7 +147,7 @@ class StagePair:
             )
             worker = self._pool() if parallel else None
             self._runs[parallel] += 1
-        cpu = [time.thread_time()]  # the caller's, then the worker's stage CPU seconds
+        cpu: list[float] = []  # the worker's stage CPU seconds
         try:
             if worker is None:
                 t0 = time.perf_counter()
@@ -158,10 +158,9 @@ class StagePair:
                 return a, b, (t1 - t0) * 1e3, (t2 - t1) * 1e3, False
             return self._overlapped(worker, first, second, cpu)
         finally:
-            cpu[0] = time.thread_time() - cpu[0]
             with self._lock:
                 self._in_flight -= 1
-                self._stages_cpu += sum(cpu)
+                self._worker_cpu += sum(cpu)
 
     @staticmethod
     def _overlapped(
@@ -195,7 +194,7 @@ class StagePair:
         return a, b, a_ms, b_ms, True
 
     def _spare_core(self) -> bool:
-        spare = self.load.spare(self._stages_cpu) if self.load is not None else None
+        spare = self.load.spare(self._worker_cpu) if self.load is not None else None
         return spare is None or spare >= MIN_SPARE
 
     def _pool(self) -> ThreadPoolExecutor:
