@@ -296,9 +296,9 @@ class Settings(BaseSettings):
         description=(
             "LanceDB mirror: from this many rows on, a hybrid search runs its vector scan "
             "on a worker thread while BM25 runs in the caller, when no other search is in "
-            "flight in the process and the second core is idle (same results). 100k: at "
-            "10k rows overlap was 1.19x slower even on a quiet machine, the smaller stage "
-            "being 2-5x the hand-off; benchmarks/results/parallel_stages.md."
+            "flight in the process and a core is idle (same results). 100k: with a core "
+            "idle, 0.73x the search time at 100k rows, 1.12-1.14x at 9-10k (the smaller "
+            "stage 2-5 hand-offs long); benchmarks/results/parallel_stages.md."
         ),
     )
 
