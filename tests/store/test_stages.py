@@ -3,6 +3,9 @@ that the outcome, errors included, is the sequence's."""
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -218,3 +221,30 @@ def test_busy_cores_elsewhere_make_the_search_sequential(tmp_path: Path) -> None
     stat_file(stat, 1000 + 4000)
     time.sleep(0.05)
     assert not pair.run(lambda: 1, lambda: 2, 100, 0)[4]
+
+
+def test_a_forked_child_gets_a_worker_of_its_own() -> None:
+    """A server that searched before forking its workers: the child's overlapped
+    stages still run (the parent's worker thread does not exist in the child)."""
+    pair = StagePair(cores=2)
+    first, second = meeting()
+    assert pair.run(first, second, 100, 0)[4]  # the parent's worker now exists
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, and leave without running pytest's exit hooks
+        try:
+            a, b = meeting()
+            ok = pair.run(a, b, 100, 0)
+            os.write(write, b"ok" if ok[4] and ok[0] != "alone" else b"no")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        ready, _, _ = select.select([read], [], [], 3 * WAIT)
+        got = os.read(read, 2) if ready else b"hung"
+    finally:
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read)
+    assert got == b"ok"

@@ -113,6 +113,7 @@ class StagePair:
         self._worker_cpu = 0.0  # CPU seconds the worker spent in stages
         self._runs = [0, 0]  # searches run in order, overlapped
         self._worker: ThreadPoolExecutor | None = None
+        self._worker_pid = 0
 
     @property
     def in_flight(self) -> int:
@@ -198,8 +199,11 @@ class StagePair:
         return spare is None or spare >= MIN_SPARE
 
     def _pool(self) -> ThreadPoolExecutor:
-        if self._worker is None:
+        """The worker, made anew in a forked child (a fork copies no threads, and the
+        parent's pool would queue the child's stages for a thread that is not there)."""
+        if self._worker is None or self._worker_pid != os.getpid():
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="ragline-stage")
+            self._worker_pid = os.getpid()
         return self._worker
 
 
