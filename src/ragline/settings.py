@@ -303,6 +303,18 @@ class Settings(BaseSettings):
             "1.52x slower pruned, 1M: 0.60x; benchmarks/results/search_core.md, section 7)."
         ),
     )
+    lance_parallel_rows: int = Field(
+        100_000,
+        ge=0,
+        le=1_000_000_000,
+        description=(
+            "LanceDB mirror: from this many rows on, a hybrid search runs its vector scan "
+            "on a worker thread while BM25 runs in the caller, when no other search is in "
+            "flight in the process and a core is idle (same results). 100k: with a core "
+            "idle, 0.73x the search time at 100k rows, 1.12-1.14x at 9-10k (the smaller "
+            "stage 2-5 hand-offs long); benchmarks/results/parallel_stages.md."
+        ),
+    )
 
     # --- stores: where the index lives (see docs/scale.md) -----------------------------
     store_url: str = Field(

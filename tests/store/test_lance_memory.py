@@ -3,6 +3,7 @@ queries, and always the table's latest version."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,10 @@ from tests.store.contract import DIM, unit, write
 
 from ragline.store import lance_memory
 from ragline.store.base import FieldBoosts
+from ragline.store.keyword_index import KeywordIndex
 from ragline.store.lance import LanceStore
+from ragline.store.stages import STAGES
+from ragline.store.vector_index import VectorIndex
 from ragline.types import Filters
 
 TEXTS = [
@@ -242,3 +246,93 @@ def test_a_mostly_new_table_gets_a_basis_of_its_own_rows(tmp_path: Path) -> None
     np.testing.assert_allclose(after.vectors.basis, built.vectors.basis, atol=1e-6)
     assert not np.allclose(after.vectors.basis, before.vectors.basis, atol=1e-3)
     assert got == want
+
+
+NEVER = 10**12  # a parallel-stages threshold no table reaches
+
+
+def _both_orders(store: LanceStore, *args: Any, **kw: Any) -> tuple[Any, Any, set[str]]:
+    """``weighted_candidates`` with the stages overlapped and in order, and the names of
+    the threads the vector scan ran on."""
+    threads: set[str] = set()
+    search = VectorIndex.search
+
+    def spy(self: VectorIndex, *a: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        return search(self, *a)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(VectorIndex, "search", spy)
+        mp.setattr(STAGES, "load", None)  # overlap even while other processes are busy
+        mp.setattr(STAGES, "cores", 2)  # and on a one-core runner
+        store.parallel_rows = 0
+        overlapped = store.weighted_candidates(*args, **kw)
+        store.parallel_rows = NEVER
+        sequential = store.weighted_candidates(*args, **kw)
+    return overlapped, sequential, threads
+
+
+@pytest.mark.parametrize("int8_rows", [0, 1_000_000], ids=["int8", "float32"])
+def test_overlapped_stages_give_the_sequential_results(tmp_path: Path, int8_rows: int) -> None:
+    """Same ids, scores and ranks bit for bit, with filters, tenants, boosts and k = 0;
+    the vector scan did run on the worker thread."""
+    store = LanceStore(tmp_path / "index", dimension=DIM, int8_rows=int8_rows)
+    rng = np.random.default_rng(11)
+    words = " ".join(TEXTS).split()
+    texts = [" ".join(rng.choice(words, 12)) for _ in range(300)]
+    write(store, "a", texts[:200], seed=1)
+    write(store, "b", texts[200:], seed=2, tenant="other")
+    scopes: list[Filters | None] = [None, {"tenant": "acme"}, {"tenant": "other"}, {"doc_id": "b"}]
+    ran_on: set[str] = set()
+    for scope in scopes:
+        for boosts in (None, FieldBoosts(title=0.5)):
+            for k in (0, 5, 50):
+                q = unit(rng, 1)[0]
+                args = (q, "gradient descent minimum", k, scope, boosts, (0.4, 0.6), 10)
+                overlapped, sequential, threads = _both_orders(store, *args)
+                assert overlapped[0] == sequential[0]
+                assert overlapped[1].keys() == sequential[1].keys()
+                ran_on |= threads
+                if k:
+                    assert overlapped[0]
+    assert any(t.startswith("ragline-stage") for t in ran_on)
+
+
+def test_overlapped_stages_on_an_empty_table(tmp_path: Path) -> None:
+    store = LanceStore(tmp_path / "index", dimension=DIM)
+    q = unit(np.random.default_rng(1), 1)[0]
+    overlapped, sequential, _ = _both_orders(store, q, "gradient", 10)
+    assert overlapped[0] == sequential[0] == []
+
+
+@pytest.mark.parametrize("parallel_rows", [0, NEVER], ids=["parallel", "sequential"])
+@pytest.mark.parametrize("failing", ["vector", "keyword"])
+def test_a_failing_stage_fails_the_search_in_either_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel_rows: int, failing: str
+) -> None:
+    """A stage's error reaches the caller as itself, from the worker thread too."""
+    store = LanceStore(tmp_path / "index", dimension=DIM, parallel_rows=parallel_rows)
+    write(store, "a", TEXTS, seed=1)
+    monkeypatch.setattr(STAGES, "load", None)
+    monkeypatch.setattr(STAGES, "cores", 2)
+
+    def broken(*_: Any) -> Any:
+        raise MemoryError(f"{failing} stage out of memory")
+
+    target = VectorIndex if failing == "vector" else KeywordIndex
+    monkeypatch.setattr(target, "search" if failing == "vector" else "top", broken)
+    with pytest.raises(MemoryError, match=failing):
+        store.weighted_candidates(unit(np.random.default_rng(1), 1)[0], "gradient", 5)
+    assert STAGES.in_flight == 0
+
+
+def test_the_parallel_stages_size_is_a_setting(tmp_path: Path) -> None:
+    from ragline.settings import Settings
+    from ragline.store.factory import make_store
+
+    store = make_store(Settings(index_dir=tmp_path / "idx", lance_parallel_rows=7), DIM)
+    try:
+        assert isinstance(store, LanceStore)
+        assert store.parallel_rows == 7
+    finally:
+        store.close()

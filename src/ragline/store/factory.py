@@ -100,6 +100,7 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
         int8_dims=settings.lance_int8_dims,
         int8_dims_rerank=settings.lance_int8_dims_rerank,
         bm25_prune_rows=settings.lance_bm25_prune_rows,
+        parallel_rows=settings.lance_parallel_rows,
     )
 
 

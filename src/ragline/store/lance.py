@@ -92,6 +92,7 @@ from ragline.store.filters import (
 )
 from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
+from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
 from ragline.store.vector_index import IntArray
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -499,6 +500,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         int8_dims: int = 256,
         int8_dims_rerank: int = 20,
         bm25_prune_rows: int = PRUNE_MIN_ROWS,
+        parallel_rows: int = PARALLEL_MIN_ROWS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -514,6 +516,8 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         self.ann_refine_factor = ann_refine_factor
         #: The mirror's BM25 skips postings (MaxScore) from this many rows on.
         self.bm25_prune_rows = bm25_prune_rows
+        #: The mirror's hybrid search runs its two stages concurrently from this many rows on.
+        self.parallel_rows = parallel_rows
         self._lock = threading.RLock()
         self._closed = False
         self._meta = _Meta()
@@ -905,22 +909,29 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         limit: int | None = None,
     ) -> tuple[list[Fused], dict[str, float]]:
         """On the mirror: both searches on one snapshot, fused on row positions in
-        numpy (:func:`weighted_positions`; ids only for the head); else the default."""
+        numpy (:func:`weighted_positions`; ids only for the head); else the default.
+        On a table of ``parallel_rows`` rows or more, the vector scan runs on a worker
+        thread while this one runs BM25, unless another search is in flight
+        (:mod:`ragline.store.stages`); each stage then reports its own time."""
         q = self._check_query_vector(query_vector)
         pred = to_sql_predicate(filters)
-        t0 = time.perf_counter()  # a refresh of the mirror counts as vector time
+        t0 = time.perf_counter()  # a refresh of the mirror and the mask count as vector time
         snap = self._mirrored() if k > 0 else None
         if snap is None:
             return super().weighted_candidates(q, query, k, filters, boosts, weights, limit)
         assert self._mirror is not None
-        vector = snap.vectors.search(q, k, self._mirror.mask(snap, pred))
+        allowed = self._mirror.mask(snap, pred)  # once, before the stages split
         t1 = time.perf_counter()
-        keyword = self._mirror_keyword_rows(snap, query, k, pred, boosts)
+        vector, keyword, vms, kms, _ = STAGES.run(
+            lambda: snap.vectors.search(q, k, allowed),
+            lambda: self._keyword_top(snap, query, k, allowed, boosts),
+            snap.rows,
+            self.parallel_rows,
+        )
         t2 = time.perf_counter()
         fused = weighted_positions(vector, keyword, snap.ids, *weights, limit=limit)
-        t3 = time.perf_counter()
-        ms = {"vector": t1 - t0, "keyword": t2 - t1, "fusion": t3 - t2}
-        return fused, {stage: dt * 1e3 for stage, dt in ms.items()}
+        ms = {"vector": (t1 - t0) * 1e3 + vms, "keyword": kms}
+        return fused, {**ms, "fusion": (time.perf_counter() - t2) * 1e3}
 
     # -- in-process mirror
 
@@ -989,13 +1000,24 @@ class LanceStore(SearchDefaults, ClosesOnExit):
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
         """The BM25 top-k as (row positions, scores), best first."""
         assert self._mirror is not None
+        return self._keyword_top(snap, query, k, self._mirror.mask(snap, pred), boosts)
+
+    def _keyword_top(
+        self,
+        snap: Snapshot,
+        query: str,
+        k: int,
+        allowed: npt.NDArray[np.bool_] | None,
+        boosts: FieldBoosts | None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating]]:
+        """The BM25 top-k among ``allowed`` rows (all when None) as (row positions,
+        scores), best first."""
         b = boosts or FieldBoosts()
         # the raw query: the analyser splits on punctuation itself, and the language
         # is detected on what the user wrote ("¿Cómo …?" reads as Spanish, not without ¿?)
         counts = query_counts(query[:_MAX_QUERY_CHARS])
         if not counts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        allowed = self._mirror.mask(snap, pred)
         # the exhaustive scorer's top-k (filters applied before it), with most postings
         # of a big index skipped (MaxScore, store/keyword_index.py)
         rows, scores = snap.keywords.top(
