@@ -249,6 +249,51 @@ def is_fit(r: dict) -> bool:
     return bool(r["fit"]) if "fit" in r else bool(int(r["id"]) % 2)
 
 
+def windows_of(text: str, size: int = 3, stride: int = 2) -> list[str]:
+    """The passage as overlapping windows of ``size`` sentences (one window if short)."""
+    sents = [x for x in re.split(r"(?<=[.!?])\s+", text.strip()) if x]
+    if len(sents) <= size:
+        return [" ".join(sents)]
+    starts = range(0, len(sents) - size + stride, stride)
+    return [" ".join(sents[i : i + size]) for i in starts if sents[i : i + size]]
+
+
+def score_windows(kind: str, limit: int) -> None:
+    """Add, to claims already scored, the claim's log-likelihoods given each window of
+    each scored passage (the max-over-windows variant)."""
+    import torch
+
+    torch.set_num_threads(1)
+    pairs, scores, lead = SETS[kind]
+    rows = {r["id"]: r for r in json.loads(pairs.read_text())["rows"]}
+    done: dict[str, Any] = json.loads(scores.read_text())
+    ids = [i for i in done if is_fit(rows[i])][:limit] + [i for i in done if not is_fit(rows[i])][
+        :limit
+    ]
+    tok, model = load_lm()
+    t0 = time.perf_counter()
+    for n, cid in enumerate(ids):
+        sc = done[cid]
+        if "windows" in sc:
+            continue
+        labels = {
+            b["text"]: b["label"]
+            for cond in ("answerable", "distractor")
+            for b in (rows[cid].get(cond) or {"blocks": []})["blocks"]
+        }
+        out = {}
+        for text in sc["passages"]:
+            wins = windows_of(text)
+            prefixes = [passage_prefix(tok, labels[text], w, lead) for w in wins]
+            out[text] = claim_logprobs(tok, model, prefixes, rows[cid]["claim"])
+        sc["windows"] = out
+        if n % 10 == 0:
+            scores.write_text(json.dumps(done))
+            print(f"{n}/{len(ids)} {time.perf_counter() - t0:.0f}s", flush=True)
+    scores.write_text(json.dumps(done))
+    print(f"windows for {len(ids)} claims in {time.perf_counter() - t0:.0f}s")
+
+
 def score(kind: str, passages: int, limit: int) -> None:
     import torch
 
@@ -340,11 +385,26 @@ def auc(pos: Sequence[float], neg: Sequence[float]) -> float:
     return float(((p > n).sum() + 0.5 * (p == n).sum()) / max(p.size * n.size, 1))
 
 
-def claim_table(kind: str, passages: int) -> list[dict]:
-    """One row per (claim, condition): the judge's verdict and the best LM signals."""
+WINDOW_SIGNALS = ("pmi", "pmi_content", "pmi_content_rel")
+
+
+def window_signals(sc: dict, text: str, mask: Sequence[bool]) -> dict[str, float]:
+    """The best window's signals of a passage (``win_*``), when windows were scored."""
+    wins = sc.get("windows", {}).get(text)
+    if not wins:
+        return {}
+    per = [passage_signals(lp, sc["uncond"], mask) for lp in wins]
+    return {f"win_{k}": max(p[k] for p in per) for k in WINDOW_SIGNALS}
+
+
+def claim_table(kind: str, passages: int, windows: bool = False) -> list[dict]:
+    """One row per (claim, condition): the judge's verdict and the best LM signals
+    (``windows``: only the claims whose windows were scored, with their ``win_*``)."""
     pairs, scores_path, _ = SETS[kind]
     rows = {r["id"]: r for r in json.loads(pairs.read_text())["rows"]}
     scores = json.loads(scores_path.read_text())
+    if windows:
+        scores = {k: v for k, v in scores.items() if "windows" in v}
     out = []
     for cid, sc in scores.items():
         r = rows[cid]
@@ -359,6 +419,7 @@ def claim_table(kind: str, passages: int) -> list[dict]:
             per = [
                 {
                     **passage_signals(sc["passages"][b["text"]], sc["uncond"], mask),
+                    **window_signals(sc, b["text"], mask),
                     "gold": b["doc"] in r["evidence"],
                     "rank": b["n"],
                 }
@@ -374,6 +435,11 @@ def claim_table(kind: str, passages: int) -> list[dict]:
                     "answers": ctx["answers"] and not ctx["low"],
                     "passages": per,
                     **{k: max(p[k] for p in per) for k in SIGNALS},
+                    **{
+                        f"win_{k}": max(p[f"win_{k}"] for p in per)
+                        for k in WINDOW_SIGNALS
+                        if windows
+                    },
                     "top1_pmi": per[0]["pmi"] if per else 0.0,
                     "pmi_gap": gap([p["pmi"] for p in per]),
                 }
@@ -420,16 +486,16 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
     return w
 
 
-def report(kind: str, passages: int, max_fallback: float) -> str:
-    table = claim_table(kind, passages)
+def report(kind: str, passages: int, max_fallback: float, windows: bool = False) -> str:
+    table = claim_table(kind, passages, windows)
     odd = [r for r in table if r["odd"]]
     even = [r for r in table if not r["odd"]]
     n_odd = sum(r["cond"] == "answerable" for r in odd)
     n_even = sum(r["cond"] == "answerable" for r in even)
     lines = [
         "| signal | AUC odd | AUC even | bar (odd) | odd fallback | odd abstention "
-        "| even fallback | even abstention |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| even fallback | even abstention | fallback at 0.80 abstention (all) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def row(name: str, f: Callable[[dict], float], gate: bool = False) -> None:
@@ -452,20 +518,36 @@ def report(kind: str, passages: int, max_fallback: float) -> str:
 
         fo, ao, _ = rates(odd, decide)
         fe, ae, _ = rates(even, decide)
+        # The trade-off's far end, on all claims: the fallback a bar refusing 80 % of
+        # the distractors would cost (descriptive; no split).
+        dis = np.sort([f(r) for r in table if r["cond"] == "distractor"])
+        t80 = float(dis[int(np.ceil(0.8 * len(dis))) - 1]) if len(dis) else 0.0
+        f80 = float(
+            np.mean(
+                [
+                    f(r) <= t80 or (gate and not r["answers"])
+                    for r in table
+                    if r["cond"] == "answerable"
+                ]
+            )
+        )
         lines.append(
             f"| {name} | {a_odd:.3f} | {a_even:.3f} | {t:.3f} | {fo:.3f} | {ao:.3f} "
-            f"| {fe:.3f} | {ae:.3f} |"
+            f"| {fe:.3f} | {ae:.3f} | {f80:.3f} |"
         )
 
     fo, ao, _ = rates(odd, lambda r: r["answers"])
     fe, ae, _ = rates(even, lambda r: r["answers"])
     lines.append(
-        f"| shipped judge's verdict (claims-learned, 0.065) | – | – | – | {fo:.3f} | {ao:.3f} "
-        f"| {fe:.3f} | {ae:.3f} |"
+        f"| shipped judge's verdict (low-confidence gate and evidence check) | – | – | – | {fo:.3f} | {ao:.3f} "
+        f"| {fe:.3f} | {ae:.3f} | – |"
     )
     row("judge probability (best sentence)", lambda r: r["judge"])
     for k in SIGNALS:
         row(f"LM {k} (max over passages)", lambda r, k=k: r[k])
+    if windows:
+        for k in WINDOW_SIGNALS:
+            row(f"LM {k}, best 3-sentence window", lambda r, k=k: r[f"win_{k}"])
     row("LM pmi of the top-ranked passage", lambda r: r["top1_pmi"])
     row("LM pmi, best passage minus the next", lambda r: r["pmi_gap"])
     for k in ("pmi", "pmi_content_rel"):
@@ -528,6 +610,7 @@ def main() -> None:
     ap.add_argument("--odd", type=int, default=150)
     ap.add_argument("--even", type=int, default=150)
     ap.add_argument("--passages", type=int, default=3)
+    ap.add_argument("--windows", action="store_true", help="the max-over-windows variant")
     ap.add_argument("--max-fallback", type=float, default=0.05)
     ap.add_argument("--limit", type=int, default=150, help="claims per parity to score")
     args = ap.parse_args()
@@ -536,10 +619,12 @@ def main() -> None:
             collect_d2l(args.d2l_index)
         else:
             collect(args.odd, args.even)
+    elif args.step == "score" and args.windows:
+        score_windows(args.set, args.limit)
     elif args.step == "score":
         score(args.set, args.passages, args.limit)
     else:
-        print(report(args.set, args.passages, args.max_fallback))
+        print(report(args.set, args.passages, args.max_fallback, args.windows))
 
 
 if __name__ == "__main__":
