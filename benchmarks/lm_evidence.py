@@ -539,7 +539,8 @@ def report(kind: str, passages: int, max_fallback: float, windows: bool = False)
     fo, ao, _ = rates(odd, lambda r: r["answers"])
     fe, ae, _ = rates(even, lambda r: r["answers"])
     lines.append(
-        f"| shipped judge's verdict (low-confidence gate and evidence check) | – | – | – | {fo:.3f} | {ao:.3f} "
+        f"| shipped verdict (confidence gate, evidence check) | – | – | – "
+        f"| {fo:.3f} | {ao:.3f} "
         f"| {fe:.3f} | {ae:.3f} | – |"
     )
     row("judge probability (best sentence)", lambda r: r["judge"])
