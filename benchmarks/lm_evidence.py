@@ -294,6 +294,54 @@ def score_windows(kind: str, limit: int) -> None:
     print(f"windows for {len(ids)} claims in {time.perf_counter() - t0:.0f}s")
 
 
+YESNO = "{passage}\n\nClaim: {claim}\nDoes the text above support the claim? Answer yes or no."
+
+
+def score_yesno(kind: str, limit: int) -> None:
+    """Add, to claims already scored, the instruct model's zero-shot verdict per passage:
+    log P("yes") − log P("no") as the first answer token (an NLI question put to the LM)."""
+    import torch
+
+    torch.set_num_threads(1)
+    pairs, scores, _ = SETS[kind]
+    rows = {r["id"]: r for r in json.loads(pairs.read_text())["rows"]}
+    done: dict[str, Any] = json.loads(scores.read_text())
+    ids = [i for i in done if is_fit(rows[i])][:limit] + [i for i in done if not is_fit(rows[i])][
+        :limit
+    ]
+    tok, model = load_lm()
+    yes = [tok(w, add_special_tokens=False).input_ids[0] for w in ("yes", "Yes")]
+    no = [tok(w, add_special_tokens=False).input_ids[0] for w in ("no", "No")]
+    t0 = time.perf_counter()
+    for n, cid in enumerate(ids):
+        sc = done[cid]
+        if "yesno" in sc:
+            continue
+        labels = {
+            b["text"]: b["label"]
+            for cond in ("answerable", "distractor")
+            for b in (rows[cid].get(cond) or {"blocks": []})["blocks"]
+        }
+        out = {}
+        for text in sc["passages"]:
+            body = passage_prefix(tok, labels[text], text, "").rstrip()
+            msg = [
+                {"role": "user", "content": YESNO.format(passage=body, claim=rows[cid]["claim"])}
+            ]
+            ids_ = tok.apply_chat_template(msg, add_generation_prompt=True, return_tensors="pt")
+            ids_ = ids_["input_ids"] if not isinstance(ids_, torch.Tensor) else ids_
+            with torch.inference_mode():
+                h = model.model(input_ids=ids_).last_hidden_state[0, -1]
+                lp = torch.log_softmax(model.lm_head(h), dim=-1)
+            out[text] = float(torch.logsumexp(lp[yes], 0) - torch.logsumexp(lp[no], 0))
+        sc["yesno"] = out
+        if n % 10 == 0:
+            scores.write_text(json.dumps(done))
+            print(f"{n}/{len(ids)} {time.perf_counter() - t0:.0f}s", flush=True)
+    scores.write_text(json.dumps(done))
+    print(f"yes/no for {len(ids)} claims in {time.perf_counter() - t0:.0f}s")
+
+
 def score(kind: str, passages: int, limit: int) -> None:
     import torch
 
@@ -397,14 +445,16 @@ def window_signals(sc: dict, text: str, mask: Sequence[bool]) -> dict[str, float
     return {f"win_{k}": max(p[k] for p in per) for k in WINDOW_SIGNALS}
 
 
-def claim_table(kind: str, passages: int, windows: bool = False) -> list[dict]:
+def claim_table(kind: str, passages: int, windows: bool = False, yesno: bool = False) -> list[dict]:
     """One row per (claim, condition): the judge's verdict and the best LM signals
-    (``windows``: only the claims whose windows were scored, with their ``win_*``)."""
+    (``windows``/``yesno``: only the claims those variants were scored for, with them)."""
     pairs, scores_path, _ = SETS[kind]
     rows = {r["id"]: r for r in json.loads(pairs.read_text())["rows"]}
     scores = json.loads(scores_path.read_text())
     if windows:
         scores = {k: v for k, v in scores.items() if "windows" in v}
+    if yesno:
+        scores = {k: v for k, v in scores.items() if "yesno" in v}
     out = []
     for cid, sc in scores.items():
         r = rows[cid]
@@ -420,6 +470,7 @@ def claim_table(kind: str, passages: int, windows: bool = False) -> list[dict]:
                 {
                     **passage_signals(sc["passages"][b["text"]], sc["uncond"], mask),
                     **window_signals(sc, b["text"], mask),
+                    "yesno": sc.get("yesno", {}).get(b["text"], 0.0),
                     "gold": b["doc"] in r["evidence"],
                     "rank": b["n"],
                 }
@@ -442,6 +493,7 @@ def claim_table(kind: str, passages: int, windows: bool = False) -> list[dict]:
                     },
                     "top1_pmi": per[0]["pmi"] if per else 0.0,
                     "pmi_gap": gap([p["pmi"] for p in per]),
+                    "yesno": max(p["yesno"] for p in per),
                 }
             )
     return out
@@ -486,8 +538,10 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
     return w
 
 
-def report(kind: str, passages: int, max_fallback: float, windows: bool = False) -> str:
-    table = claim_table(kind, passages, windows)
+def report(
+    kind: str, passages: int, max_fallback: float, windows: bool = False, yesno: bool = False
+) -> str:
+    table = claim_table(kind, passages, windows, yesno)
     odd = [r for r in table if r["odd"]]
     even = [r for r in table if not r["odd"]]
     n_odd = sum(r["cond"] == "answerable" for r in odd)
@@ -549,6 +603,16 @@ def report(kind: str, passages: int, max_fallback: float, windows: bool = False)
     if windows:
         for k in WINDOW_SIGNALS:
             row(f"LM {k}, best 3-sentence window", lambda r, k=k: r[f"win_{k}"])
+    if yesno:
+        row("LM yes − no (zero-shot, max over passages)", lambda r: r["yesno"])
+        x = np.array([[np.log(max(r["judge"], 1e-6)), r["yesno"]] for r in odd])
+        y = np.array([float(r["cond"] == "answerable") for r in odd])
+        wy = fit_logistic(x, y)
+
+        def comb_yn(r: dict, w: np.ndarray = wy) -> float:
+            return float(w[0] * np.log(max(r["judge"], 1e-6)) + w[1] * r["yesno"] + w[2])
+
+        row("logistic(log judge, LM yes − no) fit on odd", comb_yn)
     row("LM pmi of the top-ranked passage", lambda r: r["top1_pmi"])
     row("LM pmi, best passage minus the next", lambda r: r["pmi_gap"])
     for k in ("pmi", "pmi_content_rel"):
@@ -612,6 +676,7 @@ def main() -> None:
     ap.add_argument("--even", type=int, default=150)
     ap.add_argument("--passages", type=int, default=3)
     ap.add_argument("--windows", action="store_true", help="the max-over-windows variant")
+    ap.add_argument("--yesno", action="store_true", help="the zero-shot yes/no variant")
     ap.add_argument("--max-fallback", type=float, default=0.05)
     ap.add_argument("--limit", type=int, default=150, help="claims per parity to score")
     args = ap.parse_args()
@@ -620,12 +685,14 @@ def main() -> None:
             collect_d2l(args.d2l_index)
         else:
             collect(args.odd, args.even)
+    elif args.step == "score" and args.yesno:
+        score_yesno(args.set, args.limit)
     elif args.step == "score" and args.windows:
         score_windows(args.set, args.limit)
     elif args.step == "score":
         score(args.set, args.passages, args.limit)
     else:
-        print(report(args.set, args.passages, args.max_fallback, args.windows))
+        print(report(args.set, args.passages, args.max_fallback, args.windows, args.yesno))
 
 
 if __name__ == "__main__":
