@@ -71,6 +71,8 @@ if not SHARED.is_dir():
 SETS = {
     "scifact": (WORK / "lm_pairs.json", WORK / "lm_scores.json", "Finding:"),
     "d2l": (WORK / "lm_pairs_d2l.json", WORK / "lm_scores_d2l.json", "Question:"),
+    # Every question in both conditions (twice the rows; not the protocol's own split).
+    "d2l-both": (WORK / "lm_pairs_d2l_both.json", WORK / "lm_scores_d2l_both.json", "Question:"),
 }
 
 # --- collect --------------------------------------------------------------------------
@@ -151,9 +153,9 @@ def collect(odd: int, even: int) -> None:
     print(f"wrote {SETS['scifact'][0]} ({len(rows)} claims, {meta['seconds']:.0f}s)")
 
 
-def collect_d2l(index_dir: Path) -> None:
+def collect_d2l(index_dir: Path, both: bool) -> None:
     """The d2l answer set, each question in its own protocol's condition (as ``ragline
-    eval --answers`` asks it); fit split: train, held out: dev."""
+    eval --answers`` asks it) or (``both``) in both; fit split: train, held out: dev."""
     from ragline.engine import Ragline
     from ragline.eval.distractor import contains_answer, in_expected
     from ragline.settings import Settings
@@ -174,22 +176,26 @@ def collect_d2l(index_dir: Path) -> None:
                 c.text, q["answers"]
             )
 
-        cond = q["protocol"]
+        conds = ("answerable", "distractor") if both else (q["protocol"],)
         rows.append(
             {
                 "id": q["id"],
                 "fit": q["split"] == "train",
                 "claim": q["question"],
                 "evidence": ["gold"],
-                cond: _context_rows(
-                    rag, q["question"], drop if cond == "distractor" else lambda h: False, gold
-                ),
+                **{
+                    cond: _context_rows(
+                        rag, q["question"], drop if cond == "distractor" else lambda h: False, gold
+                    )
+                    for cond in conds
+                },
             }
         )
     rag.close()
     meta = {"seconds": time.perf_counter() - t0, "load": os.getloadavg()}
-    SETS["d2l"][0].write_text(json.dumps({"meta": meta, "rows": rows}))
-    print(f"wrote {SETS['d2l'][0]} ({len(rows)} questions, {meta['seconds']:.0f}s)")
+    out = SETS["d2l-both" if both else "d2l"][0]
+    out.write_text(json.dumps({"meta": meta, "rows": rows}))
+    print(f"wrote {out} ({len(rows)} questions, {meta['seconds']:.0f}s)")
 
 
 # --- score ----------------------------------------------------------------------------
@@ -687,8 +693,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=150, help="claims per parity to score")
     args = ap.parse_args()
     if args.step == "collect":
-        if args.set == "d2l":
-            collect_d2l(args.d2l_index)
+        if args.set.startswith("d2l"):
+            collect_d2l(args.d2l_index, args.set == "d2l-both")
         else:
             collect(args.odd, args.even)
     elif args.step == "score" and args.yesno:
