@@ -314,16 +314,7 @@ class OnnxEmbedder:
         batches = plan_batches(lengths, self._batch_size, self._max_batch_tokens, self._workers)
 
         def run(idx: npt.NDArray[np.intp]) -> None:
-            ids, mask = pad_batch([encodings[i] for i in idx])
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            try:
-                (hidden,) = session.run([_OUTPUT], feed)
-            except Exception as exc:  # onnxruntime's errors have no useful common type
-                raise EmbeddingError(
-                    f"{self._path}: inference failed on {len(idx)} texts of up to "
-                    f"{ids.shape[1]} tokens (max_tokens={self._max_tokens}): {exc}"
-                ) from exc
-            out[idx] = l2_normalise(mean_pool(np.asarray(hidden, dtype=np.float32), mask))
+            out[idx] = self._run(session, [encodings[i] for i in idx], "texts")
 
         workers = min(self._workers, len(batches))
         if workers == 1:
@@ -356,17 +347,24 @@ class OnnxEmbedder:
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(items))
         out = np.empty((len(items), self.dimension), dtype=np.float32)
         for idx in plan_query_runs(lengths, RUN_FIXED_COST_TOKENS, self._max_batch_tokens):
-            ids, mask = pad_batch([encodings[i] for i in idx])
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            try:
-                (hidden,) = session.run([_OUTPUT], feed)
-            except Exception as exc:  # onnxruntime's errors have no useful common type
-                raise EmbeddingError(
-                    f"{self._path}: inference failed on {len(idx)} queries of up to "
-                    f"{ids.shape[1]} tokens (max_tokens={self._max_tokens}): {exc}"
-                ) from exc
-            out[idx] = l2_normalise(mean_pool(np.asarray(hidden, dtype=np.float32), mask))
+            out[idx] = self._run(session, [encodings[i] for i in idx], "queries")
         return out
+
+    def _run(
+        self, session: ort.InferenceSession, encodings: Sequence[Encoding], what: str
+    ) -> Vectors:
+        """One model run over ``encodings`` padded to the longest: their unit vectors,
+        mean-pooled over the attention mask."""
+        ids, mask = pad_batch(encodings)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        try:
+            (hidden,) = session.run([_OUTPUT], feed)
+        except Exception as exc:  # onnxruntime's errors have no useful common type
+            raise EmbeddingError(
+                f"{self._path}: inference failed on {len(encodings)} {what} of up to "
+                f"{ids.shape[1]} tokens (max_tokens={self._max_tokens}): {exc}"
+            ) from exc
+        return l2_normalise(mean_pool(np.asarray(hidden, dtype=np.float32), mask))
 
     def count_tokens(self, text: str) -> int:
         return self._counter(text)
