@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from ragline.answer.generators.local import LocalModelUnavailable
     from ragline.embed.base import Embedder, EmbeddingError, ModelFingerprint
+    from ragline.embed.coalesce import QueryBatchEmbedder
     from ragline.engine import Ragline
     from ragline.errors import FaultError, InputError, RaglineError
     from ragline.eval.beir import DatasetError
@@ -72,6 +73,7 @@ _LOCATIONS: dict[str, str] = {
     "Settings": "ragline.settings",
     # protocols: one per replaceable part
     "Embedder": "ragline.embed.base",
+    "QueryBatchEmbedder": "ragline.embed.coalesce",  # optional: queries embedded together
     "Store": "ragline.store.base",
     "Generator": "ragline.answer.generators.base",
     "Reranker": "ragline.retrieve.rerank",
@@ -160,6 +162,7 @@ __all__ = [
     "OcrUnavailable",
     "PageFetcher",
     "ParsedDocument",
+    "QueryBatchEmbedder",
     "QueryExpander",
     "QueryLog",
     "QueryLogError",
