@@ -52,14 +52,10 @@ from ragline.eval.index import indexed_text
 Config = tuple[float, float, float]  # lead words weight, lead position weight, bar
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--words", type=float, nargs="*", default=[0, 0.5, 1, 1.5, 2, 3])
-    ap.add_argument("--position", type=float, nargs="*", default=[0, 0.5, 1])
-    ap.add_argument("--bars", type=float, nargs="*", default=[0.1, 0.2, 0.3])
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    load0 = os.getloadavg()[0]
+def claim_sets() -> tuple[Any, dict[str, list[Any]], list[Any], dict[str, Any]]:
+    """The SciFact train eval index, the claim sets (tune = odd ids of the first 200
+    with evidence; held-out 40 and other even ids; train 120), every claim once, and
+    each evidence document's sentence spans in its indexed text."""
     data, index = scifact_train_index()
     first = [c for c in data.claims if c.evidence][:200]
     even = [c for c in first if int(c.id) % 2 == 0]
@@ -77,6 +73,18 @@ def main() -> None:
         for doc, sents in data.sentences.items()
         if doc in bodies
     }
+    return index, sets, claims, spans
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--words", type=float, nargs="*", default=[0, 0.5, 1, 1.5, 2, 3])
+    ap.add_argument("--position", type=float, nargs="*", default=[0, 0.5, 1])
+    ap.add_argument("--bars", type=float, nargs="*", default=[0.1, 0.2, 0.3])
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    load0 = os.getloadavg()[0]
+    index, sets, claims, spans = claim_sets()
     rag = index.rag
     gen = rag.answerer.generator
     assert isinstance(gen, ExtractiveGenerator)

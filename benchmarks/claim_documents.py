@@ -43,7 +43,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from calibrate_evidence import SHARED, scifact_train_index
+from claim_citations import claim_sets
 from ragline.answer.generators.base import GenerationRequest
 from ragline.answer.generators.extractive import ExtractiveGenerator
 from ragline.eval.answers import (
@@ -52,10 +52,7 @@ from ragline.eval.answers import (
     covered,
     resolve_citations,
     score_citations,
-    sentence_spans,
 )
-from ragline.eval.cli import _claims_corpus
-from ragline.eval.index import indexed_text
 
 Rule = tuple[float, int | None]  # passage rank weight, other-document ranks (None: off)
 
@@ -71,23 +68,7 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
-    data, index = scifact_train_index()
-    first = [c for c in data.claims if c.evidence][:200]
-    even = [c for c in first if int(c.id) % 2 == 0]
-    sets = {
-        "tune (odd ids)": [c for c in first if int(c.id) % 2],
-        "held-out 40": even[:40],
-        "other even ids": even[40:],
-        "train 120": [c for c in data.claims[:120] if c.evidence],
-    }
-    claims = list({c.id: c for group in sets.values() for c in group}.values())
-    corpus, _, _ = _claims_corpus(SHARED / "scifact" / "claims", SHARED / "scifact", data)
-    bodies = {d.id: indexed_text(d) for d in corpus}
-    spans = {
-        doc: sentence_spans(bodies[doc], sents)
-        for doc, sents in data.sentences.items()
-        if doc in bodies
-    }
+    index, sets, claims, spans = claim_sets()
     rag = index.rag
     gen = rag.answerer.generator
     assert isinstance(gen, ExtractiveGenerator)
