@@ -254,13 +254,15 @@ class Settings(BaseSettings):
             "chunks on, same top-200; benchmarks/results/search_core.md, section 5)."
         ),
     )
-    lance_int8_rerank: int = Field(
-        2,
+    lance_int8_rerank: float = Field(
+        1.5,
         ge=1,
         le=50,
         description=(
             "LanceDB mirror: int8 vector candidates re-scored exactly, as a multiple of k "
-            "(2: recall of the exact top-200 was 1.0 on SciFact and synthetic 100k/1M)."
+            "(1.5: recall of the exact top-200 was 1.0 from 1.25 on, on SciFact train, "
+            "the d2l questions and synthetic 100k; benchmarks/results/search_core.md, "
+            "section 14)."
         ),
     )
     lance_int8_threads: int = Field(

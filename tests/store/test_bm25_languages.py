@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ragline.store.bm25 import chunk_terms, query_counts, tokenize
+import random
+
+from ragline.store.bm25 import chunk_terms, query_counts, split_words, tokenize
 from ragline.types import Chunk
 
 
@@ -64,3 +66,28 @@ def test_query_is_analysed_in_its_own_language() -> None:
     es = chunk_terms(_chunk("El estado de un componente", "es"))["text"]
     assert set(query_counts("¿Qué es el estado de los componentes?")) <= set(es.tf)
     assert set(query_counts("estados", language="es")) == {"estad"}
+
+
+def isalnum_runs(text: str) -> list[str]:
+    """The definition: maximal runs of characters for which ``str.isalnum`` holds."""
+    words, start = [], -1
+    for i, ch in enumerate(text):
+        if ch.isalnum():
+            start = i if start < 0 else start
+        elif start >= 0:
+            words.append(text[start:i])
+            start = -1
+    return [*words, text[start:]] if start >= 0 else words
+
+
+def test_split_words_is_runs_of_alphanumeric_characters() -> None:
+    """Every code point splits as ``str.isalnum`` says, alone and between others."""
+    every = "".join(map(chr, range(0x110000)))
+    assert split_words(every) == isalnum_runs(every)
+    for ch in map(chr, range(0x30000)):
+        assert split_words(f"a{ch}b") == isalnum_runs(f"a{ch}b")
+    rng = random.Random(3)
+    alphabet = [chr(rng.randrange(0x30000)) for _ in range(2000)] + list(" _-.,\t0123abcé漢")
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert split_words(text) == isalnum_runs(text)

@@ -221,3 +221,35 @@ def test_saturation_peaks_bound_every_posting() -> None:
             sat = tf / (tf + norm[m.indices[lo:hi]])
             peak = float(index._peaks[f][col])
             assert (sat.max() <= peak <= sat.max() * (1 + 1e-6)) if hi > lo else peak == 0.0
+
+
+def test_held_saturations_change_no_score_bit() -> None:
+    """With every posting's saturation precomputed (the in-memory tier), scores, the
+    exhaustive and the pruned top-k and the exact scores of given rows are bit for bit
+    those computed per query, over random corpora, boosts, masks and k."""
+    rng = np.random.default_rng(23)
+    compared = 0
+    for trial in range(6):
+        plain = random_index(rng, int(rng.integers(50, 400)))
+        held = KeywordIndex(plain.vocab, plain.tf, plain.lengths, plain.k1, plain.b)
+        held.hold_saturations()
+        assert held.nbytes_held == 8 * sum(m.nnz for m in plain.tf) > 0
+        assert plain.nbytes_held == 0
+        vocab = sorted(plain.vocab)
+        for _ in range(20):
+            terms = rng.choice([*vocab, "absent"], size=int(rng.integers(1, 7)))
+            query = {str(t): int(rng.integers(1, 3)) for t in terms}
+            boosts = tuple(float(b) for b in rng.choice([0.0, 0.5, 1.0, 1.5], size=3))
+            k = int(rng.choice([1, 10, 1000]))
+            allowed = None if trial % 2 == 0 else rng.random(plain.rows) < 0.6
+            assert held.scores(query, boosts).tolist() == plain.scores(query, boosts).tolist()
+            for min_rows in (0, None):  # pruned, then exhaustive
+                want = plain.top(query, boosts, k, allowed, min_rows=min_rows)
+                got = held.top(query, boosts, k, allowed, min_rows=min_rows)
+                assert got[0].tolist() == want[0].tolist()
+                assert got[1].tolist() == want[1].tolist()
+                compared += len(got[0])
+            rows = np.sort(rng.choice(plain.rows, size=10, replace=False)).astype(np.int64)
+            want_exact = plain.exact(query, boosts, rows).tolist()
+            assert held.exact(query, boosts, rows).tolist() == want_exact
+    assert compared > 2000

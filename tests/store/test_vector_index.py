@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragline.store.vector_index import VectorIndex, VectorLayout, layout_for, quantise
+from ragline.store.vector_index import (
+    VectorIndex,
+    VectorLayout,
+    layout_for,
+    quantise,
+    quantise_query,
+    reaching_kth,
+    top_k,
+    top_k_positive,
+)
 
 
 def test_search_is_the_exact_cosine_ranking_under_a_mask() -> None:
@@ -194,3 +203,65 @@ def test_principal_component_codes_keep_their_basis_through_refreshes() -> None:
         assert len(set(got.tolist()) & set(want.tolist())) >= 19
     with pytest.raises(ValueError, match="float16"):
         VectorIndex.of(vectors, VectorLayout(True, True, 2, 1, 8))
+
+
+def sorted_top(scores: np.ndarray, k: int, allowed: np.ndarray | None) -> list[int]:
+    """The top-k by a full sort: score descending, then position."""
+    rows = [i for i in range(len(scores)) if allowed is None or allowed[i]]
+    return sorted(rows, key=lambda i: (-scores[i], i))[: max(k, 0)]
+
+
+def test_top_k_is_the_sorted_order_with_ties_to_the_lower_row() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n = int(rng.integers(0, 300))
+        scores = rng.integers(0, 6, n).astype(np.float64)  # many ties at every value
+        allowed = None if trial % 2 else rng.random(n) < 0.7
+        k = int(rng.choice([0, 1, 5, 50, 400]))
+        assert top_k(scores, k, allowed).tolist() == sorted_top(scores, k, allowed)
+
+
+def test_top_k_positive_is_top_k_without_the_zero_scores() -> None:
+    """BM25's selection (most rows 0, runs of equal scores): the rows top_k gives,
+    less those scoring 0, whatever the mask, k or share of zeros."""
+    rng = np.random.default_rng(6)
+    for trial in range(300):
+        n = int(rng.integers(0, 400))
+        zeros = rng.random(n) < rng.choice([0.0, 0.5, 0.95, 1.0])
+        scores = np.where(zeros, 0.0, rng.integers(1, 8, n) / 4.0)
+        allowed = None if trial % 3 == 0 else rng.random(n) < 0.6
+        k = int(rng.choice([0, 1, 3, 20, 200, 1000]))
+        want = [i for i in sorted_top(scores, k, allowed) if scores[i] > 0]
+        got = top_k_positive(scores, k, allowed)
+        assert got.dtype == np.int64
+        assert got.tolist() == want
+
+
+def test_reaching_kth_is_the_top_k_set_with_every_tie() -> None:
+    """The re-score candidates: top_k's rows, plus any row tied with its k-th, ascending."""
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        n = int(rng.integers(0, 300))
+        scores = rng.integers(0, 9, n).astype(np.float32)
+        allowed = None if trial % 2 else rng.random(n) < 0.5
+        k = int(rng.choice([0, 1, 7, 40, 500]))
+        got = reaching_kth(scores, k, allowed).tolist()
+        best = sorted_top(scores, k, allowed)
+        floor = min((scores[i] for i in best), default=np.inf)
+        rows = [i for i in range(n) if allowed is None or allowed[i]]
+        assert got == sorted(i for i in rows if scores[i] >= floor)
+        assert set(best) <= set(got)
+
+
+def test_a_query_is_quantised_as_a_row_is() -> None:
+    rng = np.random.default_rng(12)
+    rows = rng.standard_normal((200, 48)).astype(np.float32)
+    rows[3] = 0.0
+    rows[7, :] = 0.0
+    rows[7, 5] = -2.0  # one component: the peak, negative
+    units = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-30)
+    codes, _ = quantise(units)
+    for unit, want in zip(units, codes, strict=True):
+        got = quantise_query(unit)
+        assert got.shape == (1, 48) and got.dtype == np.int8
+        assert got[0].tolist() == want.tolist()

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -127,25 +128,18 @@ _FOLD_EXTRA = {
 }
 
 _STEMMER = snowballstemmer.stemmer("english")
+#: A word: a run of alphanumeric characters (``\w`` less the underscore).
+_WORD_RUN = re.compile(r"[^\W_]+")
 
 
 # ------------------------------------------------------------------ tokenising
 
 
 def split_words(text: str) -> list[str]:
-    """Maximal runs of alphanumeric characters (LanceDB's ``simple`` tokeniser)."""
-    words: list[str] = []
-    start = -1
-    for i, ch in enumerate(text):
-        if ch.isalnum():
-            if start < 0:
-                start = i
-        elif start >= 0:
-            words.append(text[start:i])
-            start = -1
-    if start >= 0:
-        words.append(text[start:])
-    return words
+    r"""Maximal runs of alphanumeric characters (LanceDB's ``simple`` tokeniser): runs
+    of ``str.isalnum`` characters, which is what ``[^\W_]`` matches (every code point
+    checked, tests/store/test_bm25_languages.py); the regex is twice as fast as a loop."""
+    return _WORD_RUN.findall(text)
 
 
 @lru_cache(maxsize=65536)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from ragline.store.bm25 import K1, KEYWORD_FIELDS, B, FieldTerms
-from ragline.store.vector_index import top_k
+from ragline.store.vector_index import top_k_positive
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -155,7 +155,7 @@ def stacked_csc(
 class KeywordIndex:
     """Term frequencies and field lengths of a set of rows (row i = the i-th chunk)."""
 
-    __slots__ = ("_n", "_norms", "_peaks", "b", "k1", "lengths", "tf", "vocab")
+    __slots__ = ("_held", "_n", "_norms", "_peaks", "b", "k1", "lengths", "tf", "vocab")
 
     def __init__(
         self,
@@ -174,6 +174,64 @@ class KeywordIndex:
         self._norms = tuple(norm for _, norm in stats)
         pairs = zip(self.tf, self._norms, strict=True)
         self._peaks = tuple(saturation_peaks(m, norm) for m, norm in pairs)
+        self._held: tuple[FloatArray, ...] | None = None
+
+    def hold_saturations(self) -> None:
+        """Compute every posting's ``tf / (tf + norm)`` now and keep it (8 bytes per
+        posting): a query then reads one array per list instead of gathering the
+        rows' norms and dividing, and its scores stay bit for bit the same (the same
+        float64 operations, done once). For the in-memory tier, where the postings
+        are few enough (benchmarks/results/search_core.md, section 14)."""
+        if self._held is None:
+            held = []
+            for m, norm in zip(self.tf, self._norms, strict=True):
+                sat = norm[m.indices]
+                sat += m.data
+                np.divide(m.data, sat, out=sat)
+                held.append(sat)
+            self._held = tuple(held)
+
+    @property
+    def nbytes_held(self) -> int:
+        """Bytes of the saturations :meth:`hold_saturations` keeps (0 before)."""
+        return sum(a.nbytes for a in self._held) if self._held is not None else 0
+
+    def _field_scores(
+        self, f: int, spans: list[tuple[int, int]], weights: list[float]
+    ) -> FloatArray:
+        """Field ``f``'s BM25 score of every row: the posting lists ``lo:hi`` with their
+        weights, summed per row in list order. All lists go through one ``add.at``
+        (one pass, summing in list order like a loop over the lists, so the same
+        float64 sums): a query's numpy calls stay few whatever its terms."""
+        acc = np.zeros(self.rows)
+        if len(spans) == 1:  # one list: its rows are distinct
+            (lo, hi), w = spans[0], weights[0]
+            acc[self.tf[f].indices[lo:hi]] = self._weighted(f, lo, hi, w)
+            return acc
+        indices = self.tf[f].indices
+        rows = np.concatenate([indices[lo:hi] for lo, hi in spans])
+        if self._held is not None:
+            part = np.concatenate([self._held[f][lo:hi] for lo, hi in spans])
+            part *= np.repeat(weights, [hi - lo for lo, hi in spans])
+        else:
+            pairs = zip(spans, weights, strict=True)
+            part = np.concatenate([self._weighted(f, lo, hi, w) for (lo, hi), w in pairs])
+        np.add.at(acc, rows, part)
+        return acc
+
+    def _weighted(self, f: int, lo: int, hi: int, weight: float) -> FloatArray:
+        """``weight · tf / (tf + norm)`` of the postings ``lo:hi`` of field ``f``, as a
+        new array: from the held saturations, else computed."""
+        if self._held is not None:
+            out: FloatArray = self._held[f][lo:hi] * weight
+            return out
+        m = self.tf[f]
+        tf = m.data[lo:hi]
+        part = self._norms[f][m.indices[lo:hi]]
+        part += tf
+        np.divide(tf, part, out=part)
+        part *= weight
+        return part
 
     @classmethod
     def empty(cls, k1: float = K1, b: float = B) -> KeywordIndex:
@@ -338,8 +396,7 @@ class KeywordIndex:
         if self.rows < (PRUNE_MIN_ROWS if min_rows is None else min_rows):
             # small: one pass over every posting is cheaper
             scores = self.scores(query, boosts)
-            best = top_k(scores, k, allowed)
-            best = best[scores[best] > 0]
+            best = top_k_positive(scores, k, allowed)
             return best, scores[best]
         lists = self._postings(query, boosts)
         if k <= 0 or not lists:
@@ -398,8 +455,7 @@ class KeywordIndex:
                     gained = acc[f][rows] - before
                     fields[f] = fields[f] + gained if f in fields else gained
         scores = self._exact(lists, boosts, rows)
-        best = top_k(scores, k, None)
-        best = best[scores[best] > 0]
+        best = top_k_positive(scores, k, None)
         return rows[best], scores[best]
 
     def _cheaper_to_read(
@@ -467,15 +523,10 @@ class KeywordIndex:
     ) -> npt.NDArray[np.integer]:
         """Add the posting list ``lo:hi`` of field ``f`` to the field's partial sums
         (a dense array per field, made on first use); returns its rows."""
-        m = self.tf[f]
-        postings: npt.NDArray[np.integer] = m.indices[lo:hi]
-        tf = m.data[lo:hi]
-        part = self._norms[f][postings]
-        part += tf
-        np.divide(tf, part, out=part)
-        part *= weight
+        postings: npt.NDArray[np.integer] = self.tf[f].indices[lo:hi]
+        part = self._weighted(f, lo, hi, weight)
         if f in acc:
-            acc[f][postings] += part
+            np.add.at(acc[f], postings, part)
         else:  # a field's first list: its rows are distinct, so a plain store
             acc[f] = np.zeros(self.rows)
             acc[f][postings] = part
@@ -502,6 +553,9 @@ class KeywordIndex:
         at = np.searchsorted(postings, rows.astype(postings.dtype, copy=False))
         found = at < hi - lo
         found[found] = postings[at[found]] == rows[found]
+        if self._held is not None:
+            part: FloatArray = self._held[f][lo:hi][at[found]] * weight
+            return found, part
         tf = m.data[lo:hi][at[found]]
         part = self._norms[f][rows[found]]
         part += tf
@@ -517,25 +571,18 @@ class KeywordIndex:
         for f, boost in enumerate(boosts):
             if boost <= 0 or not cols:
                 continue
-            m, n, norm = self.tf[f], self._n[f], self._norms[f]
-            acc: FloatArray | None = None
+            m, n = self.tf[f], self._n[f]
+            spans: list[tuple[int, int]] = []
+            weights: list[float] = []
             for col, count in cols:
                 lo, hi = int(m.indptr[col]), int(m.indptr[col + 1])
                 if lo == hi:
                     continue
-                rows = m.indices[lo:hi]
-                tf = m.data[lo:hi]
                 df = hi - lo
                 idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                # tf / (tf + norm) · count · idf · (k1 + 1), in one temporary (the
-                # postings of a common term at 1M rows are most of a search's time)
-                part = norm[rows]
-                part += tf
-                np.divide(tf, part, out=part)
-                part *= count * idf * (self.k1 + 1.0)
-                if acc is None:
-                    acc = np.zeros(self.rows)
-                acc[rows] += part
+                spans.append((lo, hi))
+                weights.append(count * idf * (self.k1 + 1.0))  # × tf / (tf + norm)
+            acc = self._field_scores(f, spans, weights) if spans else None
             if acc is None:
                 continue
             if boost != 1.0:

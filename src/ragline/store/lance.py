@@ -495,7 +495,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         memory_index: bool = True,
         memory_rows: int = 200_000,
         int8_rows: int = 0,
-        int8_rerank: int = 2,
+        int8_rerank: float = 1.5,
         int8_threads: int = 1,
         int8_dims: int = 256,
         int8_dims_rerank: int = 20,

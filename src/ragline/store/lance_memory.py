@@ -191,6 +191,8 @@ def build_snapshot(
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
 
     keywords = keywords.appended_batches(analysed())
+    if small:  # the in-memory tier keeps its BM25 saturations precomputed too
+        keywords.hold_saturations()
     if keeping and held is None and old is not None and old.held is not None:
         held = start(old.held.schema)  # no new rows, only kept ones
     all_rowids = np.concatenate([kept_rowids, *new_rowids])
@@ -245,7 +247,7 @@ class LanceMirror:
         open_at: OpenAt,
         keep_rows: int,
         int8_rows: int = 0,
-        rerank: int = 2,
+        rerank: float = 1.5,
         threads: int = 1,
         dims: int = 0,
         dims_rerank: int = 20,

@@ -21,6 +21,7 @@ Immutable like :class:`~ragline.store.keyword_index.KeywordIndex`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -57,12 +58,58 @@ def top_k(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -
         return np.zeros(0, dtype=np.int64)
     if n > k:
         kth = np.partition(s, n - k)[n - k]  # the k-th highest score
-        above = np.flatnonzero(s > kth)
-        at = np.concatenate([above, np.flatnonzero(s == kth)[: k - len(above)]])
+        return _ranked(s, idx, k, kth)
+    return _ranked(s, idx, k, None)
+
+
+def reaching_kth(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -> IntArray:
+    """Positions of the ``allowed`` rows (all when None) scoring at least the ``k``-th
+    highest score, ascending: :func:`top_k`'s rows as a set, with every row tied at
+    the k-th place (candidates to re-score; no ordering work spent on them)."""
+    idx = np.flatnonzero(allowed) if allowed is not None else None
+    s = scores if idx is None else scores[idx]
+    n = len(s)
+    if k <= 0 or not n:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(s >= np.partition(s, n - k)[n - k]) if n > k else np.arange(n)
+    out: IntArray = (at if idx is None else idx[at]).astype(np.int64, copy=False)
+    return out
+
+
+def top_k_positive(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -> IntArray:
+    """:func:`top_k` less the rows scoring 0 or below, for BM25's scores, where most
+    rows score 0. The k-th score is found on the negated scores: numpy's introselect
+    slows down on a run of equal values on the side it selects from, and BM25's zeros
+    are that run at the top end (100k rows: 1.8 ms p95 for the k-th score, 0.13 ms
+    negated; benchmarks/results/search_core.md, section 14)."""
+    idx = np.flatnonzero(allowed) if allowed is not None else None
+    s = scores if idx is None else scores[idx]
+    n = len(s)
+    if k <= 0 or not n:
+        return np.zeros(0, dtype=np.int64)
+    kth = -np.partition(-s, k - 1)[k - 1] if n > k else 0.0
+    return _ranked(s, idx, k, max(kth, 0.0), positive=True)
+
+
+def _ranked(
+    s: npt.NDArray[np.floating],
+    idx: IntArray | None,
+    k: int,
+    kth: float | np.floating | None,
+    *,
+    positive: bool = False,
+) -> IntArray:
+    """The ``k`` best rows of ``s`` reaching ``kth`` (``positive``: above 0 when
+    ``kth`` is not), best first with ties to the lower position, as positions in
+    ``idx`` (the rows themselves when None). ``kth`` None: every row. A stable sort
+    of the few rows reaching ``kth`` orders them and cuts the ties at the k-th place
+    in one call (each numpy call is several µs when the caches are cold)."""
+    if kth is None:
+        at = np.arange(len(s))
     else:
-        at = np.arange(n)
-    at = at[np.lexsort((at, -s[at]))]
-    out: IntArray = (at if idx is None else idx[at]).astype(np.int64)
+        at = np.flatnonzero(s > kth if positive and kth <= 0 else s >= kth)
+    at = at[np.argsort(-s[at], kind="stable")[:k]]  # ``at`` ascending: ties by position
+    out: IntArray = at if idx is None else idx[at]
     return out
 
 
@@ -84,6 +131,18 @@ def quantise(units: F32Array) -> tuple[npt.NDArray[np.int8], F32Array]:
     return codes, step
 
 
+def quantise_query(unit: F32Array) -> npt.NDArray[np.int8]:
+    """:func:`quantise`'s codes of one row, as a (1, dimension) array, in fewer numpy
+    calls (a query is quantised on every search)."""
+    peak = np.abs(unit).max() if len(unit) else np.float32(0)
+    if not peak > 0:
+        return np.zeros((1, len(unit)), np.int8)
+    scaled = unit / (peak / np.float32(CODE_MAX))
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -CODE_MAX, CODE_MAX, out=scaled)
+    return scaled.astype(np.int8)[None, :]
+
+
 def principal_axes(rows: npt.NDArray[np.floating], dims: int) -> F32Array:
     """The ``dims`` directions of largest variance of ``rows``, as the columns of a
     (dimension, dims) matrix, largest first."""
@@ -103,7 +162,7 @@ class VectorLayout:
 
     float32: bool
     int8: bool
-    rerank: int = 2
+    rerank: float = 1.5
     threads: int = 1
     dims: int = 0
 
@@ -112,7 +171,7 @@ def layout_for(
     rows: int,
     float32_rows: int,
     int8_rows: int,
-    rerank: int,
+    rerank: float,
     threads: int = 1,
     dims: int = 0,
     dims_rerank: int = 20,
@@ -215,10 +274,10 @@ class VectorIndex:
         """(positions, cosines) of the ``k`` rows most similar to ``query`` (none for a
         zero query, which has no cosine to anything)."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        norm = float(np.linalg.norm(q))
+        norm = np.sqrt(q.dot(q))  # np.linalg.norm's float32 value, without its checks
         if norm == 0 or k <= 0 or not self.rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        unit = q / np.float32(norm)
+        unit = q / norm
         ok = (
             self.valid
             if allowed is None
@@ -228,9 +287,11 @@ class VectorIndex:
             sims = self._exact(unit, None)
             rows = top_k(sims, k, ok)
             return rows, sims[rows]
-        candidates = np.sort(top_k(self._approx(unit), k * self.layout.rerank, ok))
+        depth = math.ceil(k * self.layout.rerank)
+        candidates = reaching_kth(self._approx(unit), depth, ok)
         sims = self._exact(unit, candidates)
-        best = top_k(sims, k, None)
+        # top_k(sims, k, None): candidates are ascending, so a stable sort ties by row
+        best = np.argsort(-sims, kind="stable")[:k]
         return candidates[best], sims[best]
 
     def _approx(self, unit: F32Array) -> F32Array:
@@ -238,7 +299,7 @@ class VectorIndex:
         assert self.codes is not None and self.steps is not None
         if self.basis is not None:  # a product this small stays off BLAS (thread limits)
             unit = np.einsum("i,ij->j", unit, self.basis)
-        q8, _ = quantise(unit[None, :])
+        q8 = quantise_query(unit)
         threads = self.layout.threads
         dots = simsimd.cdist(q8, self.codes, metric="dot", out_dtype="float32", threads=threads)
         approx: F32Array = np.asarray(dots).reshape(-1)
