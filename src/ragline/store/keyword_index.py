@@ -227,7 +227,7 @@ class KeywordIndex:
             return out
         m = self.tf[f]
         tf = m.data[lo:hi]
-        part = self._norms[f][m.indices[lo:hi]]
+        part: FloatArray = self._norms[f][m.indices[lo:hi]]
         part += tf
         np.divide(tf, part, out=part)
         part *= weight
