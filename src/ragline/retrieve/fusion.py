@@ -240,38 +240,34 @@ def weighted_positions(
     ids are looked up for the returned head only. The same float64 operations as
     :func:`weighted_pairs`, so scores, order and ranks are identical (ties: fused
     score, best single-list rank, id); 2 × 200 candidates fuse several times faster
-    (benchmarks/results/search_fixed_cost.md)."""
+    (benchmarks/results/search_fixed_cost.md). Both lists live in one array from
+    the start: every numpy call costs microseconds when another search's work has
+    left the caches cold, so there are as few as the fusion needs."""
     _check_weight("vector_weight", vector_weight)
     _check_weight("keyword_weight", keyword_weight)
-    lists = [
-        (np.asarray(pos, dtype=np.int64), np.asarray(raw, dtype=np.float64), name)
-        for (pos, raw), name in ((vector, "vector_hits"), (keyword, "keyword_hits"))
-    ]
-    for pos, raw, name in lists:
-        bad = np.flatnonzero(~np.isfinite(raw))
-        if len(bad):
-            cid, score = ids[pos[bad[0]]], float(raw[bad[0]])
-            raise ValueError(f"{name}: hit {cid!r} has a non-finite score {score!r}")
-    (vpos, vraw, _), (kpos, kraw, _) = lists
-    vrank = np.arange(1, len(vpos) + 1, dtype=np.int64)
-    krank = np.arange(1, len(kpos) + 1, dtype=np.int64)
-    pairs = _shared(vpos, kpos)
-    if pairs is None:  # an id listed twice in one list counts once, at its first place
-        vpos, vraw, vrank = _first_only(vpos, vraw, vrank)
-        kpos, kraw, krank = _first_only(kpos, kraw, krank)
-        pairs = _shared(vpos, kpos)
-        assert pairs is not None
+    vpos = np.asarray(vector[0], dtype=np.int64)
+    kpos = np.asarray(keyword[0], dtype=np.int64)
+    raw = np.concatenate([vector[1], keyword[1]]).astype(np.float64, copy=False)
     nv = len(vpos)
+    if not np.isfinite(raw).all():
+        bad = int(np.flatnonzero(~np.isfinite(raw))[0])
+        name, at = ("vector_hits", vpos[bad]) if bad < nv else ("keyword_hits", kpos[bad - nv])
+        raise ValueError(f"{name}: hit {ids[at]!r} has a non-finite score {float(raw[bad])!r}")
+    pos = np.concatenate([vpos, kpos])
+    rank = np.concatenate([_ranks(nv), _ranks(len(kpos))])
+    pairs = _shared(pos, nv)
+    if pairs is None:  # an id listed twice in one list counts once, at its first place
+        first = np.concatenate([_firsts(vpos), nv + _firsts(kpos)])
+        nv = int(np.count_nonzero(first < nv))
+        pos, raw, rank = pos[first], raw[first], rank[first]
+        pairs = _shared(pos, nv)
+        assert pairs is not None
     part = np.concatenate(
-        [vector_weight * _minmax_array(vraw), keyword_weight * _minmax_array(kraw)]
+        [vector_weight * _minmax_array(raw[:nv]), keyword_weight * _minmax_array(raw[nv:])]
     )
-    rank = np.concatenate([vrank, krank])
-    own_v = np.concatenate([vraw, np.full(len(kraw), np.nan)])  # NaN: not in that list
-    own_k = np.concatenate([np.full(nv, np.nan), kraw])
     i, j = pairs  # entry i (vector list) and entry j (keyword list) are one chunk
     part[i] = part[i] + part[j]  # vector part + keyword part, as weighted_pairs adds them
     rank[i] = np.minimum(rank[i], rank[j])
-    own_k[i] = own_k[j]
     keep = np.ones(len(part), dtype=bool)
     keep[j] = False
     entry = np.flatnonzero(keep)
@@ -285,46 +281,60 @@ def weighted_positions(
             ):
                 cut += 1
         entry = entry[:cut]
+    head = entry.tolist()
     keys = sorted(
         zip(
             (-part[entry]).tolist(),
             rank[entry].tolist(),
-            ids[np.concatenate([vpos, kpos])[entry]].tolist(),
-            own_v[entry].tolist(),
-            own_k[entry].tolist(),
+            ids[pos[entry]].tolist(),
+            head,
             strict=True,
         )
     )
     if limit is not None:
         keys = keys[: max(limit, 0)]
-    return [
-        Fused(cid, -neg, r, None if v != v else v, None if k != k else k)
-        for r, (neg, _, cid, v, k) in enumerate(keys, start=1)
-    ]
+    # each entry's own list scores: a vector entry's keyword score is its partner's
+    partner = dict(zip(i.tolist(), j.tolist(), strict=True))
+    scores = raw.tolist()
+    out = []
+    for r, (neg, _, cid, e) in enumerate(keys, start=1):
+        if e < nv:
+            other = partner.get(e)
+            own_v, own_k = scores[e], None if other is None else scores[other]
+        else:
+            own_v, own_k = None, scores[e]
+        out.append(Fused(cid, -neg, r, own_v, own_k))
+    return out
+
+
+#: 1, 2, 3, …: a list's ranks, sliced from here rather than made on every search.
+_RANK_RUN = np.arange(1, 1025, dtype=np.int64)
+
+
+def _ranks(n: int) -> npt.NDArray[np.int64]:
+    """1 … ``n`` (a view of :data:`_RANK_RUN` when it is long enough)."""
+    return _RANK_RUN[:n] if n <= len(_RANK_RUN) else np.arange(1, n + 1, dtype=np.int64)
 
 
 def _shared(
-    vpos: npt.NDArray[np.int64], kpos: npt.NDArray[np.int64]
+    pos: npt.NDArray[np.int64], nv: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-    """(vector entries, keyword entries) at the same position, as indexes into the
-    two lists concatenated; None when a list repeats a position."""
-    both = np.concatenate([vpos, kpos])
-    order = np.argsort(both, kind="stable")
-    same = np.flatnonzero(both[order[1:]] == both[order[:-1]])
+    """(vector entries, keyword entries) at the same position, as indexes into
+    ``pos`` (the vector list's ``nv`` positions, then the keyword list's); None when
+    a list repeats a position."""
+    order = np.argsort(pos, kind="stable")
+    same = np.flatnonzero(pos[order[1:]] == pos[order[:-1]])
     first, second = order[same], order[same + 1]
-    nv = len(vpos)
     if ((first >= nv) | (second < nv)).any():
         return None
     return first, second
 
 
-def _first_only(
-    pos: npt.NDArray[np.int64], raw: npt.NDArray[np.float64], rank: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """Each position's first entry (its score and 1-based rank), in list order."""
+def _firsts(pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Indexes of each position's first entry, in list order."""
     _, first = np.unique(pos, return_index=True)
     first.sort()
-    return pos[first], raw[first], rank[first]
+    return first
 
 
 def _minmax_array(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -41,6 +41,12 @@ _FENCE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _URL = re.compile(r"https?://\S+|<[^>\n]{1,200}>|\{/\*.*?\*/\}|\{#[^}]*\}")
 _SPACES = re.compile(r"\s+")
+#: Any character of the ranges :func:`script_language` counts (kana, Hangul, Han).
+_CJK_RANGES = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9d"
+    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+    "\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff]"
+)
 
 
 def _is_kana(ch: str) -> bool:
@@ -78,6 +84,8 @@ def prose(text: str) -> str:
 
 def script_language(text: str) -> str | None:
     """``ja``/``zh``/``ko`` when CJK characters make up a fifth of the letters, else None."""
+    if not _CJK_RANGES.search(text):
+        return None  # no CJK letter to count: one regex scan instead of a loop a character
     kana = hangul = han = letters = 0
     for ch in text:
         if not ch.isalpha():
@@ -106,7 +114,7 @@ def detect_language(
     by_script = script_language(body)
     if by_script:
         return by_script
-    letters = sum(ch.isalpha() for ch in body[:MAX_CHARS])
+    letters = sum(map(str.isalpha, body[:MAX_CHARS]))
     if letters < MIN_LETTERS:
         return default
     lang, score = _fasttext(body[:MAX_CHARS])
@@ -155,6 +163,6 @@ def document_language(text: str, declared: object = None) -> str:
 def chunk_language(text: str, document: str) -> str:
     """A chunk's own language when it has enough prose to tell, else its document's."""
     body = prose(text)
-    if sum(ch.isalpha() for ch in body) < CHUNK_MIN_LETTERS and not script_language(body):
+    if sum(map(str.isalpha, body)) < CHUNK_MIN_LETTERS and not script_language(body):
         return document
     return detect_language(body, default=document)
