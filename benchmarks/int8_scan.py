@@ -10,14 +10,16 @@ alternating query by query) on the first N rows for several N.
 
     python benchmarks/int8_scan.py /tmp/i13/evalcache/<key>/lance --beir /work/shared/data/scifact
     python benchmarks/int8_scan.py /tmp/prof/scale-100000/lance --pool /tmp/prof/pool
+    python benchmarks/int8_scan.py /tmp/d2l/lance --questions benchmarks/data/d2l_questions.jsonl
 
-(the LanceDB folder of an index; queries: a BEIR split's, or pseudo-queries cut
-from a pool index's chunks).
+(the LanceDB folder of an index; queries: a BEIR split's, the ``question`` of each
+line of a JSONL file, or pseudo-queries cut from a pool index's chunks).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -41,6 +43,9 @@ def stored_vectors(lance_dir: Path) -> np.ndarray:
 
 
 def query_texts(args: argparse.Namespace) -> list[str]:
+    if args.questions is not None:
+        lines = args.questions.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line)["question"] for line in lines if line.strip()][: args.queries]
     if args.beir is not None:
         from ragline.eval.beir import load_beir
 
@@ -58,6 +63,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("lance_dir", type=Path)
     ap.add_argument("--beir", type=Path, default=None, help="a BEIR folder (train queries)")
+    ap.add_argument("--questions", type=Path, default=None, help="a JSONL file of questions")
     ap.add_argument("--pool", type=Path, default=None, help="a pool index for pseudo-queries")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--out", type=Path, default=None)
