@@ -72,32 +72,11 @@ def test_a_short_query_is_english_unless_the_detector_is_sure() -> None:
     assert query_language("コンポーネントに状態を追加するには？") == "ja"
 
 
-def _script_language_per_character(text: str) -> str | None:
-    """script_language as one loop over every character (its definition)."""
-    kana = hangul = han = letters = 0
-    for ch in text:
-        if not ch.isalpha():
-            continue
-        letters += 1
-        if language._is_kana(ch):
-            kana += 1
-        elif language._is_hangul(ch):
-            hangul += 1
-        elif language._is_han(ch):
-            han += 1
-    cjk = kana + hangul + han
-    if not letters or cjk * 5 < letters:
-        return None
-    if hangul >= kana + han:
-        return "ko"
-    return "ja" if kana else "zh"
-
-
 def test_script_language_skips_texts_without_cjk_exactly() -> None:
     """The regex pre-check answers None only where the per-character count would:
-    every code point alone, and as a fifth of the letters."""
+    every code point alone, and as a fifth of the letters (where a CJK letter decides)."""
     for cp in range(0x110000):
         if 0xD800 <= cp <= 0xDFFF:
             continue
         for text in (chr(cp), chr(cp) + "abcd"):
-            assert language.script_language(text) == _script_language_per_character(text), cp
+            assert language.script_language(text) == language.counted_script(text), cp

@@ -86,6 +86,11 @@ def script_language(text: str) -> str | None:
     """``ja``/``zh``/``ko`` when CJK characters make up a fifth of the letters, else None."""
     if not _CJK_RANGES.search(text):
         return None  # no CJK letter to count: one regex scan instead of a loop a character
+    return counted_script(text)
+
+
+def counted_script(text: str) -> str | None:
+    """:func:`script_language` by counting every character (what the regex spares)."""
     kana = hangul = han = letters = 0
     for ch in text:
         if not ch.isalpha():
