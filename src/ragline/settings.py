@@ -241,7 +241,9 @@ class Settings(BaseSettings):
         description=(
             "LanceDB mirror: up to this many chunks, their columns and float32 vectors stay "
             "in memory too, so the returned hits' rows are not read from disk (≈ 4 ms less "
-            "per search); above it the vectors are int8 codes + float16 unit rows."
+            "per search), and so do BM25's per-posting saturations (8 bytes a posting: "
+            "36.8 MiB for the synthetic 100k index; benchmarks/results/search_core.md, "
+            "section 14); above it the vectors are int8 codes + float16 unit rows."
         ),
     )
     lance_int8_rows: int = Field(

@@ -268,6 +268,14 @@ def test_weighted_positions_rejects_bad_input() -> None:
         weighted_positions(
             (np.array([0]), np.array([0.5])), (np.array([1]), np.array([math.inf])), names
         )
+    with pytest.raises(ValueError, match="vector_hits: hit 'a'"):
+        weighted_positions(
+            (np.array([1, 0]), np.array([0.5, math.nan])), (np.array([1]), np.array([1.0])), names
+        )
+    # a later copy of a listed id is ignored, its score too, as weighted_pairs does
+    later_nan = (np.array([0, 1, 0]), np.array([0.5, 0.25, math.nan]))
+    got = weighted_positions(later_nan, (np.array([1]), np.array([1.0])), names)
+    assert got == weighted_pairs([("a", 0.5), ("b", 0.25), ("a", math.nan)], [("b", 1.0)])
     with pytest.raises(ValueError, match="vector_weight"):
         weighted_positions(
             (np.array([0]), np.array([0.5])),

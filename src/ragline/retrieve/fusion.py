@@ -249,10 +249,6 @@ def weighted_positions(
     kpos = np.asarray(keyword[0], dtype=np.int64)
     raw = np.concatenate([vector[1], keyword[1]]).astype(np.float64, copy=False)
     nv = len(vpos)
-    if not np.isfinite(raw).all():
-        bad = int(np.flatnonzero(~np.isfinite(raw))[0])
-        name, at = ("vector_hits", vpos[bad]) if bad < nv else ("keyword_hits", kpos[bad - nv])
-        raise ValueError(f"{name}: hit {ids[at]!r} has a non-finite score {float(raw[bad])!r}")
     pos = np.concatenate([vpos, kpos])
     rank = np.concatenate([_ranks(nv), _ranks(len(kpos))])
     pairs = _shared(pos, nv)
@@ -262,6 +258,12 @@ def weighted_positions(
         pos, raw, rank = pos[first], raw[first], rank[first]
         pairs = _shared(pos, nv)
         assert pairs is not None
+    if not np.isfinite(raw).all():  # first places only, as weighted_pairs checks
+        bad = int(np.flatnonzero(~np.isfinite(raw))[0])
+        name = "vector_hits" if bad < nv else "keyword_hits"
+        raise ValueError(
+            f"{name}: hit {ids[pos[bad]]!r} has a non-finite score {float(raw[bad])!r}"
+        )
     part = np.concatenate(
         [vector_weight * _minmax_array(raw[:nv]), keyword_weight * _minmax_array(raw[nv:])]
     )
@@ -309,6 +311,7 @@ def weighted_positions(
 
 #: 1, 2, 3, …: a list's ranks, sliced from here rather than made on every search.
 _RANK_RUN = np.arange(1, 1025, dtype=np.int64)
+_RANK_RUN.setflags(write=False)
 
 
 def _ranks(n: int) -> npt.NDArray[np.int64]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from ragline.store.bm25 import split_words
 from ragline.types import Chunk, Hit
 
 if TYPE_CHECKING:
@@ -67,7 +68,6 @@ will with would you your yours yourself yourselves
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
-_WORD = re.compile(r"[^\W_]+")
 _VOWEL = re.compile(r"[aeiouy]")
 
 
@@ -106,7 +106,7 @@ def stem(word: str) -> str:
 
 def content_terms(text: str) -> set[str]:
     """Stemmed, lower-cased words of ``text`` without stop words."""
-    return {stem(t) for t in _WORD.findall(text.lower()) if t not in STOP_WORDS}
+    return {stem(t) for t in split_words(text.lower()) if t not in STOP_WORDS}
 
 
 def _chunk_terms(chunk: Chunk) -> set[str]:

@@ -11,9 +11,10 @@ A query touches only the postings of its own terms (one column slice per term
 and field): the cost grows with the matching postings, not the corpus.
 :meth:`KeywordIndex.top` goes further and skips most of them (MaxScore over
 per-term score bounds kept with the index) while returning exactly the top-k of
-the exhaustive :meth:`KeywordIndex.scores`. The index is immutable;
-:meth:`KeywordIndex.appended` and :meth:`KeywordIndex.kept` return new ones, so
-a reader holding one is never disturbed by a refresh.
+the exhaustive :meth:`KeywordIndex.scores`. The index is immutable once
+published (:meth:`KeywordIndex.hold_saturations` runs before a snapshot is, and
+changes no score); :meth:`KeywordIndex.appended` and :meth:`KeywordIndex.kept`
+return new ones, so a reader holding one is never disturbed by a refresh.
 """
 
 from __future__ import annotations
@@ -389,7 +390,7 @@ class KeywordIndex:
         per row, the unread terms looked up by binary search, or read whole when
         that is cheaper). The rows
         left are scored by :meth:`exact`, bit for bit as :meth:`scores`, and ranked
-        by ``top_k``. Comparisons carry a 1e-9 relative slack for float64 summation
+        by ``top_k_positive``. Comparisons carry a 1e-9 relative slack for float64 summation
         order, so pruning only ever keeps more rows than it must;
         tests/store/test_keyword_index.py checks the result against the exhaustive
         scorer on random corpora, boosts, masks and ties."""

@@ -5,9 +5,10 @@ Small tables keep the stored vectors as float32 and rank by one matrix-vector
 product (BLAS): the exhaustive ranking, with the cosine LanceDB's ``cosine``
 distance gives (``1 − distance``). Large tables scan int8 codes instead (a
 quarter of the bytes, SIMD integer dot products from ``simsimd``) and re-score
-the best ``rerank × k`` rows exactly, from the float32 rows or, above the
-float32 limit, from float16 unit rows (half the memory of float32; the
-re-scored cosine then differs from the float32 one by ≈ 1e-4). Codes are
+the best ``⌈rerank × k⌉`` rows exactly (and every row tied with the last of
+them), from the float32 rows or, above the float32 limit, from float16 unit rows
+(half the memory of float32; the re-scored cosine then differs from the float32
+one by ≈ 1e-4). Codes are
 per-row: each unit row is scaled so its largest component is ±127, which needs
 no statistics over the whole table (a refresh quantises new rows alone) and
 gave the best recall of the schemes measured (benchmarks/results/search_core.md,
@@ -16,7 +17,7 @@ components of the unit rows (a basis from an even sample of the rows, kept while
 the index is refreshed): fewer bytes to scan per query, and more candidates re-scored
 from the float16 rows make up for the coarser first pass (section 8). A zero
 vector has no cosine (LanceDB returns NaN for it) and is never returned.
-Immutable like :class:`~ragline.store.keyword_index.KeywordIndex`.
+Immutable once built.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def top_k(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -
 def reaching_kth(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -> IntArray:
     """Positions of the ``allowed`` rows (all when None) scoring at least the ``k``-th
     highest score, ascending: :func:`top_k`'s rows as a set, with every row tied at
-    the k-th place (candidates to re-score; no ordering work spent on them)."""
+    the k-th place (candidates to re-score; no ordering work spent on them). Ties on
+    an int8 score are rows with the same codes and scale, in practice copies of one
+    vector (a repeated boilerplate chunk): they add that many rows to re-score."""
     idx = np.flatnonzero(allowed) if allowed is not None else None
     s = scores if idx is None else scores[idx]
     n = len(s)
@@ -77,11 +80,12 @@ def reaching_kth(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | 
 
 
 def top_k_positive(scores: npt.NDArray[np.floating], k: int, allowed: BoolArray | None) -> IntArray:
-    """:func:`top_k` less the rows scoring 0 or below, for BM25's scores, where most
-    rows score 0. The k-th score is found on the negated scores: numpy's introselect
-    slows down on a run of equal values on the side it selects from, and BM25's zeros
-    are that run at the top end (100k rows: 1.8 ms p95 for the k-th score, 0.13 ms
-    negated; benchmarks/results/search_core.md, section 14)."""
+    """:func:`top_k` less the rows scoring 0 or below, for BM25's scores (finite: a
+    NaN has no place in the order), where most rows score 0. The k-th score is found
+    on the negated scores: numpy's introselect slows down on a run of equal values on
+    the side it selects from, and BM25's zeros are that run at the top end (100k
+    rows: 1.8 ms p95 for the k-th score, 0.13 ms negated;
+    benchmarks/results/search_core.md, section 14)."""
     idx = np.flatnonzero(allowed) if allowed is not None else None
     s = scores if idx is None else scores[idx]
     n = len(s)
@@ -105,7 +109,7 @@ def _ranked(
     of the few rows reaching ``kth`` orders them and cuts the ties at the k-th place
     in one call (each numpy call is several µs when the caches are cold)."""
     if kth is None:
-        at = np.arange(len(s))
+        at = np.arange(len(s), dtype=np.int64)
     else:
         at = np.flatnonzero(s > kth if positive and kth <= 0 else s >= kth)
     at = at[np.argsort(-s[at], kind="stable")[:k]]  # ``at`` ascending: ties by position

@@ -41,29 +41,25 @@ _FENCE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _URL = re.compile(r"https?://\S+|<[^>\n]{1,200}>|\{/\*.*?\*/\}|\{#[^}]*\}")
 _SPACES = re.compile(r"\s+")
-#: Any character of the ranges :func:`script_language` counts (kana, Hangul, Han).
-_CJK_RANGES = re.compile(
-    "[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9d"
-    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-    "\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff]"
-)
-
-
-def _is_kana(ch: str) -> bool:
-    return "\u3040" <= ch <= "\u30ff" or "\u31f0" <= ch <= "\u31ff" or "\uff66" <= ch <= "\uff9d"
-
-
-def _is_hangul(ch: str) -> bool:
-    return "\uac00" <= ch <= "\ud7af" or "\u1100" <= ch <= "\u11ff" or "\u3130" <= ch <= "\u318f"
-
-
-def _is_han(ch: str) -> bool:
-    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff"
+#: The scripts written without spaces between words, as regex ranges (one source for
+#: every test below): kana, Hangul, Han.
+_KANA = "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9d"
+_HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+_HAN = "\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff"
+_KANA_CHAR = re.compile(f"[{_KANA}]")
+_HANGUL_CHAR = re.compile(f"[{_HANGUL}]")
+_HAN_CHAR = re.compile(f"[{_HAN}]")
+_CJK_CHAR = re.compile(f"[{_KANA}{_HANGUL}{_HAN}]")
 
 
 def is_cjk(ch: str) -> bool:
     """A character of a script written without spaces between words (Han, kana, Hangul)."""
-    return _is_han(ch) or _is_kana(ch) or _is_hangul(ch)
+    return _CJK_CHAR.match(ch) is not None
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`is_cjk` accepts (one regex scan)."""
+    return _CJK_CHAR.search(text) is not None
 
 
 def normalize_language(code: str | None) -> str:
@@ -84,24 +80,19 @@ def prose(text: str) -> str:
 
 def script_language(text: str) -> str | None:
     """``ja``/``zh``/``ko`` when CJK characters make up a fifth of the letters, else None."""
-    if not _CJK_RANGES.search(text):
-        return None  # no CJK letter to count: one regex scan instead of a loop a character
+    if not has_cjk(text):
+        return None  # no CJK letter to count: one regex scan
     return counted_script(text)
 
 
 def counted_script(text: str) -> str | None:
-    """:func:`script_language` by counting every character (what the regex spares)."""
-    kana = hangul = han = letters = 0
-    for ch in text:
-        if not ch.isalpha():
-            continue
-        letters += 1
-        if _is_kana(ch):
-            kana += 1
-        elif _is_hangul(ch):
-            hangul += 1
-        elif _is_han(ch):
-            han += 1
+    """:func:`script_language` by counting the letters of each script (what the scan
+    before it spares a text without CJK)."""
+    letters = sum(map(str.isalpha, text))
+    kana, hangul, han = (
+        sum(map(str.isalpha, script.findall(text)))
+        for script in (_KANA_CHAR, _HANGUL_CHAR, _HAN_CHAR)
+    )
     cjk = kana + hangul + han
     if not letters or cjk * 5 < letters:
         return None

@@ -17,6 +17,7 @@ from typing import Any
 
 import snowballstemmer
 
+from ragline.text.language import has_cjk as has_cjk
 from ragline.text.language import is_cjk
 
 #: ISO 639-1 code → Snowball algorithm (every language snowballstemmer 3 ships).
@@ -96,10 +97,6 @@ def stop_words(language: str) -> frozenset[str]:
         return frozenset()
     words = {unicodedata.normalize("NFKC", w).lower() for w in stopwordsiso.stopwords(language)}
     return frozenset(words - NOT_STOP_WORDS.get(language, frozenset()))
-
-
-def has_cjk(text: str) -> bool:
-    return any(is_cjk(ch) for ch in text)
 
 
 def _has_kana(text: str) -> bool:
