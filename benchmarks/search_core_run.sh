@@ -3,7 +3,8 @@
 # in-process mirror next to the in-memory baseline and txtai (same process, same
 # query vectors, paths rotated query by query), search only and end to end, on
 # SciFact and on synthetic 10k / 100k / 1M indexes; /api/search throughput at 100k;
-# the mirror's peak RSS at 1M; the search's fixed cost with and without fusion in the
+# the mirror's peak RSS at 1M; peak memory and disk of ragline, the baseline and txtai
+# side by side (footprint.py); the search's fixed cost with and without fusion in the
 # store (search_fixed_cost*.md) and the CPU of one /api/search request by part.
 # Results go to benchmarks/results/core_*.md.
 #
@@ -36,6 +37,12 @@ rm -f "$results/core_api_request_cost_100000.md"
 python api_request_cost.py "$work/scale-100000" --pool-index "$work/pool" \
   --out "$results/core_api_request_cost_100000.md"
 /usr/bin/time -v python mirror_memory.py "$work/scale-1000000" > "$results/core_memory_1000000.txt" 2>&1
+rm -f "$results/core_footprint.md"
+python footprint.py --cache-dir "$cache" --label "SciFact (9,133 chunks)" --txtai --out "$results/core_footprint.md"
+for n in 10000 100000; do
+  python footprint.py "$work/scale-$n" --label "synthetic $n" --txtai --out "$results/core_footprint.md"
+done
+python footprint.py "$work/scale-1000000" --label "synthetic 1000000" --out "$results/core_footprint.md"
 python profile_search.py --synthetic 100000 --work-dir "$work" --txtai --no-lancedb \
   --queries 200 --out "$results/core_100000.md"
 python profile_search.py --synthetic 1000000 --work-dir "$work" --no-lancedb --queries 200 \
