@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -97,48 +98,62 @@ def load_queries(path: Path) -> dict[str, np.ndarray]:
     return dict(zip(saved["texts"].tolist(), saved["vectors"], strict=True))
 
 
+def searched(args: argparse.Namespace, qs: dict[str, np.ndarray]) -> Callable[[Path], Path]:
+    """Build ``args.child``'s index and run the searches; returns what writes the
+    index's files into a folder (after the peak is taken) and names what to measure."""
+    if args.child == "ragline":
+        from ragline.retrieve.retriever import Retriever
+        from ragline.settings import Settings
+        from ragline.store.factory import make_store
+
+        settings = Settings().model_copy(
+            update={"index_dir": args.index_dir, "tenant": args.tenant}
+        )
+        store = make_store(settings, 384)
+        store.warm_up()  # type: ignore[attr-defined]  # the steady state: mirror built
+        retriever = Retriever(store, StoredVectors(qs), settings)  # type: ignore[arg-type]
+        for q in qs:
+            retriever.search(q, mode="hybrid")
+        return lambda _: args.index_dir / "lance"  # its files are already on disk
+    chunks, vectors = read_table(args.index_dir, args.tenant)
+    if args.child == "baseline":
+        from profile_search import Baseline
+
+        index = Baseline(chunks, vectors, 200, 0.4, 0.6)  # type: ignore[arg-type]
+        del chunks, vectors
+        for q, v in qs.items():
+            index.search(q, v)
+
+        def save_baseline(folder: Path) -> Path:
+            np.save(folder / "vectors.npy", index.vectors)
+            index.bm25.save(str(folder / "bm25s"))
+            return folder
+
+        return save_baseline
+    from profile_search import Txtai
+
+    peer = Txtai(chunks, vectors)  # type: ignore[arg-type]
+    del chunks, vectors
+    for q in qs:
+        peer.search(q, qs.__getitem__)
+
+    def save_txtai(folder: Path) -> Path:
+        peer.embeddings.save(str(folder / "txtai"))
+        return folder
+
+    return save_txtai
+
+
 def child(args: argparse.Namespace) -> dict[str, Any]:
     """One system's footprint, in this (fresh) process: the start is Python and numpy,
     so each system's imports count as its own. The peak is the kernel's mark, reset
-    when the block starts (``ru_maxrss`` would carry the parent's over the exec)."""
+    when the block starts (``ru_maxrss`` would carry the parent's over the exec), and
+    taken before the index is written out for its size."""
     qs = load_queries(args.queries_file)
-    with tempfile.TemporaryDirectory() as tmp, PeakRss() as mem:
-        if args.child == "ragline":
-            from ragline.retrieve.retriever import Retriever
-            from ragline.settings import Settings
-            from ragline.store.factory import make_store
-
-            settings = Settings().model_copy(
-                update={"index_dir": args.index_dir, "tenant": args.tenant}
-            )
-            store = make_store(settings, 384)
-            store.warm_up()  # type: ignore[attr-defined]  # the steady state: mirror built
-            retriever = Retriever(store, StoredVectors(qs), settings)  # type: ignore[arg-type]
-            for q in qs:
-                retriever.search(q, mode="hybrid")
-            disk = args.index_dir / "lance"
-        elif args.child == "baseline":
-            from profile_search import Baseline
-
-            chunks, vectors = read_table(args.index_dir, args.tenant)
-            index = Baseline(chunks, vectors, 200, 0.4, 0.6)  # type: ignore[arg-type]
-            del chunks, vectors
-            for q, v in qs.items():
-                index.search(q, v)
-            np.save(Path(tmp) / "vectors.npy", index.vectors)
-            index.bm25.save(str(Path(tmp) / "bm25s"))
-            disk = Path(tmp)
-        else:
-            from profile_search import Txtai
-
-            chunks, vectors = read_table(args.index_dir, args.tenant)
-            peer = Txtai(chunks, vectors)  # type: ignore[arg-type]
-            del chunks, vectors
-            for q in qs:
-                peer.search(q, qs.__getitem__)
-            peer.embeddings.save(str(Path(tmp) / "txtai"))
-            disk = Path(tmp)
-        size = dir_bytes(disk)
+    with PeakRss() as mem:
+        save = searched(args, qs)
+    with tempfile.TemporaryDirectory() as tmp:
+        size = dir_bytes(save(Path(tmp)))
     mib = 2.0**20
     return {"start": mem.start / mib, "peak": mem.peak / mib, "how": mem.method, "disk": size}
 
