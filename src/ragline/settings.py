@@ -18,7 +18,7 @@ from ragline.store.base import FieldBoosts
 MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]
 EmbedderName = Literal["onnx", "sentence-transformers", "openai", "e5"]
-RerankerName = Literal["heuristic", "cross-encoder"]
+RerankerName = Literal["heuristic", "cross-encoder", "reader"]
 GeneratorName = Literal["extractive", "openai", "local"]
 UnsupportedPolicy = Literal["flag", "remove"]
 
@@ -489,6 +489,40 @@ class Settings(BaseSettings):
     # benchmarks/calibrate_citations.py (0.0: names, years and figures alone flag 86 % of
     # the train citations of abstracts without evidence, any share of terms on top costs
     # more recall than it gains).
+    # judge and reader_* from benchmarks/calibrate_reader.py (reader_scale/shift: Platt
+    # scaling on the reader's held-in training pairs; the bars: the highest that keeps
+    # at most 5 % of the fit questions (d2l train) and claims (SciFact even ids) that
+    # the documents answer from falling back; results in benchmarks/results/reader.md).
+    judge: Literal["reader", "evidence"] = Field(
+        "reader",
+        validation_alias=_env("JUDGE"),
+        description="Who decides whether and with what to answer: reader (ragline's "
+        "question–passage model, English questions; other languages keep the evidence "
+        "check) or evidence (key-term coverage, answer types and the learned scorer).",
+    )
+    reader_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Calibrated reader probability a passage needs to answer a question.",
+    )
+    reader_claim_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Calibrated reader probability a passage needs to support a statement.",
+    )
+    reader_high: float = Field(
+        0.9, ge=0, le=1, description="From this calibrated reader probability on, level 'high'."
+    )
+    reader_scale: float = Field(1.0, gt=0, description="Platt scaling of the reader's logit.")
+    reader_shift: float = Field(0.0, description="Platt shift of the reader's logit.")
+    reader_threads: int = Field(
+        0, ge=0, le=64, description="onnxruntime threads for the reader (0: up to 2)."
+    )
+    reader_max_passages: int = Field(
+        8, ge=1, le=50, description="Context blocks the reader reads per question."
+    )
     evidence_check: bool = Field(
         True,
         description="Answer only when a context sentence answers the question (constraints "

@@ -22,6 +22,7 @@ from ragline.answer.confidence import (
     fill_relevance,
     smalltalk_confidence,
     with_evidence,
+    with_reader,
 )
 from ragline.answer.context import CountTokens, build_context
 from ragline.answer.evidence import evidence_weights
@@ -33,8 +34,9 @@ from ragline.answer.generators.base import (
     Generator,
     Message,
 )
-from ragline.answer.judging import ContextEvidence, judge_context
+from ragline.answer.judging import ContextEvidence, ReaderJudge, judge_context
 from ragline.answer.prompt import GENERATOR_DECLINED
+from ragline.answer.reading import ReaderBars
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results
 from ragline.settings import Settings
@@ -134,6 +136,22 @@ def unsupported_sentences(text: str, citations: list[Citation]) -> list[str]:
     return [claim for claim, ok in by_claim.items() if not ok and claim and claim in text]
 
 
+def reader_judge(settings: Settings) -> ReaderJudge | None:
+    """The reader as the settings configure it (``judge=reader``), else None."""
+    if settings.judge != "reader" or not settings.evidence_check:
+        return None
+    from ragline.reader import shared_reader
+
+    bars = ReaderBars(
+        answer=settings.reader_threshold,
+        claim=settings.reader_claim_threshold,
+        high=settings.reader_high,
+        scale=settings.reader_scale,
+        shift=settings.reader_shift,
+    )
+    return ReaderJudge(shared_reader(settings.reader_threads), bars, settings.reader_max_passages)
+
+
 class Answerer:
     """Answers questions from one search function with one generator.
 
@@ -167,6 +185,7 @@ class Answerer:
         )
         self.evidence_weights = evidence_weights(settings)
         self.embed = embed
+        self.reader = reader_judge(settings)
 
     def answer(
         self,
@@ -265,24 +284,12 @@ class Answerer:
         lang = i18n.answer_language(q)
         confidence = i18n.translate_reason(confidence, lang)
         t = _lap(timings, "confidence", t)
-
-        if confidence.level == "low":
-            suggestions = self.suggest() if self.suggest else []
-            text = i18n.fallback_text(suggestions, lang)
-            yield StreamEvent("token", text=text)
-            _lap(timings, "total", t0)
-            yield StreamEvent(
-                "done",
-                answer=self._plain(
-                    q,
-                    text,
-                    confidence,
-                    timings,
-                    fallback=True,
-                    suggestions=suggestions,
-                    mode=result.mode,
-                ),
-            )
+        # With the reader judging, a low top cosine does not refuse: the reader reads
+        # the passages (an exact-term hit can have a low cosine and still answer).
+        reads = self.reader is not None and s.evidence_check and not selected and lang == "en"
+        off_topic = confidence.level == "low"
+        if off_topic and not (reads and result.hits):
+            yield from self._out_of_scope(q, confidence, timings, t0, lang, result.mode)
             return
 
         context = build_context(result.hits, self.count_tokens, s.max_context_tokens)
@@ -291,18 +298,24 @@ class Answerer:
         # the selection, so its own words are not the constraints to check.
         ev: ContextEvidence | None = None
         if s.evidence_check and not selected:
-            ev = judge_context(q, context, self.verifier.embed, self.evidence_weights)
+            ev = judge_context(q, context, self.verifier.embed, self.evidence_weights, self.reader)
             t = _lap(timings, "evidence", t)
             best = ev.best_candidate()
             block = context.block(best.block) if best is not None else None
-            confidence = with_evidence(
-                confidence,
-                ev.best,
-                ev.answers,
-                ev.reason(context),
-                f"[{block.number}] {block.label}" if block is not None else "",
-            )
+            label = f"[{block.number}] {block.label}" if block is not None else ""
+            if ev.method == "reader":
+                top = ev.verdicts[0].probability if ev.verdicts else 0.0
+                confidence = with_reader(
+                    confidence, top, ev.answers, ev.reason(context), s.reader_high, label
+                )
+            else:
+                confidence = with_evidence(
+                    confidence, ev.best, ev.answers, ev.reason(context), label
+                )
             confidence = i18n.translate_reason(confidence, lang)
+            if not ev.answers and off_topic:  # neither the cosines nor the reader
+                yield from self._out_of_scope(q, confidence, timings, t0, lang, result.mode)
+                return
             if not ev.answers:
                 labels = [b.label for b in context.blocks]
                 text = i18n.related_text(confidence.reason, labels, lang)
@@ -322,6 +335,25 @@ class Answerer:
         yield from self._generate(
             GenerationRequest(q, context, turns, selected, ev), confidence, result, timings, t0, t
         )
+
+    def _out_of_scope(
+        self,
+        q: str,
+        confidence: Confidence,
+        timings: dict[str, float],
+        t0: float,
+        lang: str,
+        mode: str,
+    ) -> Iterator[StreamEvent]:
+        """The fallback for a question nothing retrieved is about: what the corpus covers."""
+        suggestions = self.suggest() if self.suggest else []
+        text = i18n.fallback_text(suggestions, lang)
+        yield StreamEvent("token", text=text)
+        _lap(timings, "total", t0)
+        answer = self._plain(
+            q, text, confidence, timings, fallback=True, suggestions=suggestions, mode=mode
+        )
+        yield StreamEvent("done", answer=answer)
 
     def _generate(
         self,

@@ -108,3 +108,26 @@ def with_evidence(
         f"{retrieval.reason}; a sentence{where} answers it (evidence {ev:.2f}, "
         f"{best.sentence_coverage:.0%} of the key terms)",
     )
+
+
+def with_reader(
+    retrieval: Confidence,
+    probability: float,
+    answers: bool,
+    why_not: str,
+    high: float,
+    label: str = "",
+) -> Confidence:
+    """Confidence from the reader's calibrated probability that the best block answers:
+    the score *is* that probability (it tracks how often such answers are right, see
+    benchmarks/results/reader.md), ``high`` only from ``high`` on, ``low`` (the fallback)
+    when no block answers, whatever the cosines."""
+    score = round(probability, 4)
+    if not answers:
+        return Confidence(score, LOW, why_not)
+    where = f" in {label}" if label else ""
+    return Confidence(
+        score,
+        HIGH if probability >= high else MEDIUM,
+        f"{retrieval.reason}; the reader finds the answer{where} (p = {probability:.2f})",
+    )

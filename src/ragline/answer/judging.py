@@ -30,6 +30,8 @@ from ragline.answer.evidence import (
     sentence_features,
     why_not,
 )
+from ragline.answer.reading import BlockVerdict, ReaderBars, judge_by_reader, why_not_read
+from ragline.reader import Reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,11 @@ class ContextEvidence:
     features: tuple[tuple[float, ...], ...] = ()  # :data:`~ragline.answer.evidence.FEATURES`
     #: The weights it was judged with (a generator reuses the verdict only under its own).
     weights: EvidenceWeights | None = None
+    #: "reader" when ragline's reader judged it (then ``verdicts`` holds the blocks'
+    #: probabilities, best first), else "evidence".
+    method: str = "evidence"
+    verdicts: tuple[BlockVerdict, ...] = ()
+    bar: float = 0.0
 
     @property
     def answers(self) -> bool:
@@ -54,6 +61,8 @@ class ContextEvidence:
 
     def reason(self, context: Context) -> str:
         """Why nothing answers (see :func:`ragline.answer.evidence.why_not`)."""
+        if self.method == "reader":
+            return why_not_read(self.verdicts, self.bar, self.constraints.question)
         text = "\n".join(b.text for b in context.blocks)
         return why_not(self.constraints, self.best, text)
 
@@ -64,10 +73,25 @@ def passage_text(context: Context, number: int) -> str:
     return f"{block.label}\n{block.text}" if block is not None else ""
 
 
+@dataclass(frozen=True, slots=True)
+class ReaderJudge:
+    """The reader and how its logits become decisions (see :mod:`ragline.answer.reading`)."""
+
+    reader: Reader
+    bars: ReaderBars
+    max_passages: int = 8
+
+
 def judge_context(
-    question: str, context: Context, embed: EmbedTexts, weights: EvidenceWeights
+    question: str,
+    context: Context,
+    embed: EmbedTexts,
+    weights: EvidenceWeights,
+    reader: ReaderJudge | None = None,
 ) -> ContextEvidence:
-    """Every answer-worthy sentence of the context judged against ``question``."""
+    """Every answer-worthy sentence of the context judged against ``question``: by the
+    reader when one is given and the question is English (it was trained on English
+    only), else by the evidence check."""
     c = question_constraints(question)
     found = candidates(context)
     if not found:
@@ -75,6 +99,28 @@ def judge_context(
     texts = [cand.text for cand in found]
     vecs = embed([question, *texts])
     cos = np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
+    if reader is not None and c.english:
+        judged, verdicts = judge_by_reader(
+            c,
+            question,
+            context,
+            found,
+            [float(x) for x in cos],
+            reader.reader,
+            reader.bars,
+            reader.max_passages,
+        )
+        return ContextEvidence(
+            c,
+            tuple(found),
+            tuple(judged),
+            best_evidence(judged),
+            (),
+            weights=weights,
+            method="reader",
+            verdicts=tuple(verdicts),
+            bar=reader.bars.bar(c),
+        )
     passages = {b.number: passage_text(context, b.number) for b in context.blocks}
     term_weights = TermWeights.of(texts)
     judged = judge(

@@ -1,9 +1,9 @@
 """Reorder the head of a ranking with a finer (slower) relevance signal.
 
-Two rerankers share one protocol: :class:`HeuristicReranker` needs no model
+Three rerankers share one protocol: :class:`HeuristicReranker` needs no model
 (cosine similarity blended with query-term overlap) and is the default;
-:class:`CrossEncoderReranker` scores (query, passage) pairs with a local
-sentence-transformers cross-encoder. :func:`make_reranker` picks one from the
+:class:`ReaderReranker` scores (query, passage) pairs with ragline's own reader;
+:class:`CrossEncoderReranker` with a local sentence-transformers cross-encoder. :func:`make_reranker` picks one from the
 settings, the only place that choice is made.
 """
 
@@ -223,8 +223,29 @@ class CrossEncoderReranker:
         return _reordered(hits, self.scores(query, [h.chunk for h in hits]), top_k)
 
 
+class ReaderReranker:
+    """ragline's own reader (:mod:`ragline.reader`) as the cross-encoder: ships in the
+    package, so a reranker works out of the box. Scores are the reader's answerability
+    logits over ``Title > Section`` + chunk text (its best window for a long chunk)."""
+
+    def __init__(self, threads: int = 0) -> None:
+        from ragline.reader import shared_reader
+
+        self.reader = shared_reader(threads)
+
+    def scores(self, query: str, chunks: list[Chunk]) -> list[float]:
+        return [r.logit for r in self.reader.read(query, [passage_text(c) for c in chunks])]
+
+    def rerank(self, query: str, hits: list[Hit], top_k: int) -> list[Hit]:
+        _check_top_k(top_k)
+        return _reordered(hits, self.scores(query, [h.chunk for h in hits]), top_k)
+
+
 def make_reranker(settings: Settings) -> Reranker:
-    """The reranker the settings ask for (heuristic unless a cross-encoder is named)."""
+    """The reranker the settings ask for (heuristic unless a cross-encoder or the
+    reader is named)."""
     if settings.reranker == "cross-encoder":
         return CrossEncoderReranker(settings.reranker_model)
+    if settings.reranker == "reader":
+        return ReaderReranker(settings.reader_threads)
     return HeuristicReranker()

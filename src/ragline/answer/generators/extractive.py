@@ -190,6 +190,13 @@ class ExtractiveGenerator:
         passing = [e for e in ev.judged if e.answers]
         if not passing:
             return []
+        if ev.method == "reader":
+            # The reader's pick leads; each further answering block adds its own pick.
+            ranked = sorted(passing, key=lambda e: -e.score)[: self.max_sentences]
+            rest = sorted(
+                (ev.candidates[e.index] for e in ranked[1:]), key=lambda c: (c.block, c.start)
+            )
+            return [ev.candidates[ranked[0].index], *rest]
         # Among answering sentences, the retriever's view of their block still counts:
         # it knows the section (title, headings) that a lone sentence does not show.
         # The learned score weighs it already (its block cosine and rank features).

@@ -1,0 +1,338 @@
+"""Calibrate ragline's reader and choose its bars; compare it with today's evidence check.
+
+1. **Platt scaling** (``reader_scale``, ``reader_shift``): a one-feature logistic fit of
+   the label on the reader's logit over ``--platt`` pairs drawn from the reader's own
+   *training* split (held-in: training/reader_data.py), with a reliability table on
+   those and on as many *test* pairs (whole held-out SQuAD articles, odd SciFact claims).
+2. **Bars** on the real pipeline up to the generator, as benchmarks/calibrate_evidence.py
+   runs it: every question or claim is asked with the whole index (*answerable*) and with
+   its evidence removed (*distractor*). The reader reads the context blocks; the question
+   answers when its best block's calibrated probability reaches the bar. Fit rows: d2l
+   ``train`` questions and even-id SciFact claims (the reader's held-in half); held out:
+   d2l ``dev`` and odd-id claims. Each bar is the highest that keeps at most
+   ``--max-fallback`` (0.05) of its fit answerable rows from falling back. ``reader_high``:
+   the lowest probability above which ≥ 95 % of the fit rows (answerable and distractor
+   together) are answerable ones.
+3. **SQuAD 2.0 held-out articles**: each question against the 5 paragraphs of its article
+   closest to it by the embedder's cosine, own paragraph included (*answerable*, for
+   answerable questions) and excluded (*distractor*); unanswerable questions against
+   their own closest five. Answerability AUC and abstention at the question bar.
+
+Run: python training/reader_data.py --out training/pairs.jsonl
+     python benchmarks/calibrate_reader.py --d2l-index DIR
+Writes benchmarks/results/reader.md; caches readings in benchmarks/.work/reader_rows.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragline.answer.context import build_context
+from ragline.answer.evidence import evidence_weights
+from ragline.answer.judging import judge_context
+from ragline.embed.tokenizer import TokenCounter
+from ragline.engine import Ragline
+from ragline.eval.distractor import contains_answer, in_expected, without
+from ragline.reader import Reader
+from ragline.settings import Settings
+from ragline.types import Hit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate_evidence import SHARED, scifact_train_index  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / "benchmarks" / ".work"
+sys.path.insert(0, str(REPO / "training"))
+
+
+def auc(pos: list[float], neg: list[float]) -> float:
+    """P(a random positive outscores a random negative), ties half."""
+    if not pos or not neg:
+        return float("nan")
+    p, n = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
+    return float(((p > n).sum() + 0.5 * (p == n).sum()) / (p.size * n.size))
+
+
+def platt(logits: list[float], labels: list[int]) -> tuple[float, float]:
+    """(scale, shift) maximising the likelihood of ``labels`` under sigmoid(a·x + b)."""
+    x, y = np.asarray(logits), np.asarray(labels, dtype=np.float64)
+    a, b = 1.0, 0.0
+    for _ in range(100):  # Newton's method on two parameters
+        p = 1 / (1 + np.exp(-(a * x + b)))
+        g = np.array([((p - y) * x).sum(), (p - y).sum()])
+        w = p * (1 - p) + 1e-9
+        h = np.array([[(w * x * x).sum(), (w * x).sum()], [(w * x).sum(), w.sum()]])
+        step = np.linalg.solve(h + 1e-6 * np.eye(2), g)
+        a, b = a - step[0], b - step[1]
+        if np.abs(step).max() < 1e-8:
+            break
+    return float(a), float(b)
+
+
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-z)) if z > -60 else 0.0
+
+
+def pair_logits(reader: Reader, pairs: list[dict[str, Any]]) -> list[float]:
+    out: list[float] = []
+    for i in range(0, len(pairs), 32):
+        chunk = pairs[i : i + 32]
+        out += [r.logit for r in reader.read_pairs([(p["q"], p["p"]) for p in chunk])]
+    return out
+
+
+def reliability(probs: list[float], labels: list[int], bins: int = 10) -> list[str]:
+    rows = []
+    p, y = np.asarray(probs), np.asarray(labels)
+    for k in range(bins):
+        lo, hi = k / bins, (k + 1) / bins
+        sel = (p >= lo) & ((p < hi) if k < bins - 1 else (p <= hi))
+        if sel.sum():
+            rows.append(
+                f"| {lo:.1f}–{hi:.1f} | {int(sel.sum())} | {p[sel].mean():.3f} | {y[sel].mean():.3f} |"
+            )
+    return rows
+
+
+def block_logits(reader: Reader, rag: Ragline, question: str, drop: Callable[[Hit], bool]) -> dict[str, Any]:
+    """The reader's logit per context block and today's evidence verdict, on the context
+    the pipeline builds from the search without ``drop``."""
+    s = rag.settings
+    result = without(rag.search, drop, s.retrieval_top_k)(question)
+    context = build_context(result.hits, TokenCounter(), s.max_context_tokens)
+    blocks = list(context.blocks)[: s.reader_max_passages]
+    passages = [f"{b.label}\n{b.text}" if b.label else b.text for b in blocks]
+    logits = [r.logit for r in reader.read(question, passages)]
+    ev = judge_context(question, context, rag.answerer.verifier.embed, evidence_weights(s))
+    return {"logits": logits, "evidence": bool(ev.answers), "top_cos": max(
+        (h.vector_score or 0.0 for h in result.hits), default=0.0)}
+
+
+def collect(reader: Reader, claims: int, d2l_index: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    data, index = scifact_train_index()
+    for c in [c for c in data.claims if c.evidence][:claims]:
+        ev_docs = set(c.evidence)
+
+        def drop(h: Hit, ev_docs: set[str] = ev_docs) -> bool:
+            return index.doc_of.get(h.chunk.doc_id, "") in ev_docs
+
+        rows.append({
+            "set": "scifact", "split": "held-out" if int(c.id) % 2 else "fit", "id": c.id,
+            "answerable": block_logits(reader, index.rag, c.text, lambda h: False),
+            "distractor": block_logits(reader, index.rag, c.text, drop),
+        })
+    index.close()
+    rag = Ragline(Settings(index_dir=d2l_index, judge="evidence"))
+    for name in ("d2l_questions.jsonl", "d2l_answers.jsonl"):
+        for line in (REPO / "benchmarks/data" / name).read_text().splitlines():
+            q = json.loads(line)
+
+            def dropq(h: Hit, q: dict[str, Any] = q) -> bool:
+                return in_expected(h.chunk.source, h.chunk.section, q["expected"]) or (
+                    contains_answer(h.chunk.text, q.get("answers", []))
+                )
+
+            rows.append({
+                "set": "d2l", "split": "fit" if q["split"] == "train" else "held-out",
+                "id": q["id"], "gold": bool(q.get("answers")),
+                "answerable": block_logits(reader, rag, q["question"], lambda h: False),
+                "distractor": block_logits(reader, rag, q["question"], dropq),
+            })
+    rag.close()
+    return rows
+
+
+def squad_rows(reader: Reader, limit: int, seed: int) -> list[dict[str, Any]]:
+    from reader_data import held_out_article
+
+    from ragline.embed.onnx import OnnxEmbedder
+
+    embed = OnnxEmbedder()
+    data = json.loads((SHARED / "squad2" / "dev-v2.0.json").read_text())["data"]
+    items = []
+    for i, art in enumerate(data):
+        if not held_out_article(i):
+            continue
+        paras = [p["context"] for p in art["paragraphs"]]
+        for pi, p in enumerate(art["paragraphs"]):
+            for qa in p["qas"]:
+                items.append((paras, pi, qa))
+    random.Random(seed).shuffle(items)
+    rows = []
+    vec_cache: dict[int, Any] = {}
+    for paras, pi, qa in items[:limit]:
+        key = id(paras)
+        if key not in vec_cache:
+            vec_cache[key] = embed.embed_documents(paras)
+        qv = np.asarray(embed.embed_query(qa["question"])).reshape(-1)
+        order = list(np.argsort(-(vec_cache[key] @ qv)))
+        with_own = order[:5] if pi in order[:5] else [pi, *order[:4]]
+        without_own = [j for j in order if j != pi][:5]
+        row: dict[str, Any] = {"impossible": qa["is_impossible"]}
+        row["answerable"] = [r.logit for r in reader.read(qa["question"], [paras[j] for j in with_own])]
+        row["distractor"] = [r.logit for r in reader.read(qa["question"], [paras[j] for j in without_own])]
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=Path, default=REPO / "training" / "pairs.jsonl")
+    ap.add_argument("--platt", type=int, default=2000)
+    ap.add_argument("--claims", type=int, default=200)
+    ap.add_argument("--squad", type=int, default=500)
+    ap.add_argument("--d2l-index", type=Path, default=Path("/tmp/d2l-index"))
+    ap.add_argument("--max-fallback", type=float, default=0.05)
+    ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/reader.md")
+    args = ap.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    cache = WORK / "reader_rows.json"
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    reader = Reader()
+    if args.reuse and cache.is_file():
+        cached = json.loads(cache.read_text())
+    else:
+        rng = random.Random(args.seed)
+        pairs = [json.loads(x) for x in args.pairs.open(encoding="utf-8")]
+        held_in = rng.sample([p for p in pairs if p["split"] == "train"], args.platt)
+        held_out = rng.sample([p for p in pairs if p["split"] == "test"], args.platt)
+        cached = {
+            "held_in": [[lg, p["label"], p["source"]] for lg, p in zip(pair_logits(reader, held_in), held_in, strict=True)],
+            "held_out": [[lg, p["label"], p["source"]] for lg, p in zip(pair_logits(reader, held_out), held_out, strict=True)],
+            "rows": collect(reader, args.claims, args.d2l_index),
+            "squad": squad_rows(reader, args.squad, args.seed),
+        }
+        cache.write_text(json.dumps(cached))
+    a, b = platt([r[0] for r in cached["held_in"]], [r[1] for r in cached["held_in"]])
+
+    def prob(logits: list[float]) -> float:
+        return max((sigmoid(a * x + b) for x in logits), default=0.0)
+
+    rows = cached["rows"]
+    fit_rows = [r for r in rows if r["split"] == "fit"]
+    bars: dict[str, float] = {}
+    for s in ("scifact", "d2l"):
+        ans = sorted(prob(r["answerable"]["logits"]) for r in fit_rows if r["set"] == s)
+        bars[s] = ans[int(args.max_fallback * len(ans))] if ans else 0.5
+    pooled = sorted(
+        [(prob(r["answerable"]["logits"]), 1) for r in fit_rows]
+        + [(prob(r["distractor"]["logits"]), 0) for r in fit_rows if has_distractor(r)],
+        reverse=True,
+    )
+    high = 1.0
+    hits = 0
+    for k, (p, y) in enumerate(pooled, start=1):
+        hits += y
+        if hits / k >= 0.95:
+            high = p
+    lines = [
+        "# ragline's reader: calibration, bars and the judges compared",
+        "",
+        f"Produced by `python benchmarks/calibrate_reader.py --claims {args.claims} --squad "
+        f"{args.squad} --platt {args.platt}` ({time.strftime('%Y-%m-%d')}; {platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {load:.1f} at the start; "
+        f"{time.perf_counter() - t0:.0f} s). Model: `src/ragline/reader/assets/reader-int8.onnx`. "
+        "Method: the module docstring.",
+        "",
+        f"**Chosen**: `reader_scale` {a:.4f}, `reader_shift` {b:.4f}; `reader_threshold` "
+        f"(questions, d2l fit) {bars['d2l']:.3f}; `reader_claim_threshold` (claims, SciFact fit) "
+        f"{bars['scifact']:.3f}; `reader_high` {high:.3f}.",
+        "",
+        "## Reliability of the calibrated probability (pairs)",
+        "",
+    ]
+    for name in ("held_in", "held_out"):
+        data = cached[name]
+        probs = [sigmoid(a * r[0] + b) for r in data]
+        labels = [r[1] for r in data]
+        pos = [p for p, y in zip(probs, labels, strict=True) if y]
+        neg = [p for p, y in zip(probs, labels, strict=True) if not y]
+        lines += [
+            f"{name.replace('_', '-')} ({len(data)} pairs, AUC {auc(pos, neg):.3f}):",
+            "",
+            "| probability | pairs | mean probability | share answering |",
+            "|---|---:|---:|---:|",
+            *reliability(probs, labels),
+            "",
+        ]
+    lines += [
+        "## Distractor protocol: answer or abstain (ragline's contexts)",
+        "",
+        "Answerable fallback: share of the rows asked with the whole index that fall back; "
+        "distractor abstention: share of the rows asked without their evidence that fall "
+        "back (SciFact claims and the d2l answer set; the older conceptual d2l questions "
+        "count as answerable only). Judges: *evidence* (today's default before the reader: "
+        "key-term coverage, answer types, learned scorer), *reader* (the bars above), "
+        "*both* (answer only when both say so).",
+        "",
+        "| set | split | n | judge | answerable fallback | distractor n | distractor abstention | AUC |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for s in ("scifact", "d2l"):
+        bar = bars[s]
+        for sp in ("fit", "held-out"):
+            sub = [r for r in rows if r["set"] == s and r["split"] == sp]
+            dis = [r for r in sub if has_distractor(r)]
+            if not sub:
+                continue
+            judges: dict[str, Callable[[dict[str, Any]], bool]] = {
+                "evidence": lambda x: bool(x["evidence"]),
+                "reader": lambda x, bar=bar: prob(x["logits"]) >= bar,
+                "both": lambda x, bar=bar: bool(x["evidence"]) and prob(x["logits"]) >= bar,
+            }
+            for jname, answers in judges.items():
+                fb = sum(not answers(r["answerable"]) for r in sub) / len(sub)
+                ab = sum(not answers(r["distractor"]) for r in dis) / max(len(dis), 1)
+                au = auc([prob(r["answerable"]["logits"]) for r in dis],
+                         [prob(r["distractor"]["logits"]) for r in dis]) if jname == "reader" else float("nan")
+                lines.append(
+                    f"| {s} | {sp} | {len(sub)} | {jname} | {fb:.3f} | {len(dis)} | {ab:.3f} | "
+                    + ("" if math.isnan(au) else f"{au:.3f}") + " |"
+                )
+    sq = cached["squad"]
+    bar = bars["d2l"]
+    pos = [prob(r["answerable"]) for r in sq if not r["impossible"]]
+    neg = [prob(r["distractor"]) for r in sq if not r["impossible"]]
+    imp = [prob(r["answerable"]) for r in sq if r["impossible"]]
+    lines += [
+        "",
+        "## SQuAD 2.0, held-out articles (5 closest same-article paragraphs)",
+        "",
+        f"{len(sq)} questions drawn at random (seed {args.seed}) from the 4 held-out articles.",
+        "",
+        "| measure | value |",
+        "|---|---:|",
+        f"| answerability AUC: own paragraph in the five vs removed ({len(pos)} questions) | {auc(pos, neg):.3f} |",
+        f"| AUC, answerable questions vs unanswerable ones ({len(imp)}) with their own paragraph | {auc(pos, imp):.3f} |",
+        f"| answerable fallback at the question bar {bar:.3f} | {sum(p < bar for p in pos) / max(len(pos), 1):.3f} |",
+        f"| abstention with the own paragraph removed | {sum(p < bar for p in neg) / max(len(neg), 1):.3f} |",
+        f"| abstention on unanswerable questions | {sum(p < bar for p in imp) / max(len(imp), 1):.3f} |",
+    ]
+    text = "\n".join(lines) + "\n"
+    args.out.write_text(text)
+    print(text)
+
+
+def has_distractor(r: dict[str, Any]) -> bool:
+    """As benchmarks/calibrate_evidence.py: SciFact claims and the d2l answer set."""
+    return r["set"] == "scifact" or str(r["id"]).startswith("a")
+
+
+if __name__ == "__main__":
+    main()
