@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ragline.answer.generators.local import LocalModelUnavailable
     from ragline.embed.base import Embedder, EmbeddingError, ModelFingerprint
     from ragline.embed.coalesce import QueryBatchEmbedder
-    from ragline.engine import Ragline
+    from ragline.engine import AnswerHooks, Ragline
     from ragline.errors import FaultError, InputError, RaglineError
     from ragline.eval.beir import DatasetError
     from ragline.ingest.chunk import Chunker
@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 _LOCATIONS: dict[str, str] = {
     # the facade and its settings
     "Ragline": "ragline.engine",
+    "AnswerHooks": "ragline.engine",  # what one ask changes (a search wrapper...)
     "Settings": "ragline.settings",
     # protocols: one per replaceable part
     "Embedder": "ragline.embed.base",
@@ -131,6 +132,7 @@ _LOCATIONS: dict[str, str] = {
 
 __all__ = [
     "Answer",
+    "AnswerHooks",
     "Block",
     "BlockKind",
     "ChapterCount",

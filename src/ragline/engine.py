@@ -6,11 +6,12 @@ each can be passed in, so tests and applications can swap a store or embedder.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
-from ragline.answer.answerer import Answerer, HistoryInput, SearchOptions
+from ragline.answer.answerer import Answerer, HistoryInput, Parts, SearchFn, SearchOptions
 from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.generators import Generator, make_generator
 from ragline.answer.rewriters import make_expander, make_rewriter
@@ -71,6 +72,26 @@ def make_chunker(
         overlap_tokens=settings.chunk_overlap_tokens,
         min_tokens=settings.chunk_min_tokens,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerHooks:
+    """What one call changes in the answer pipeline, so that every caller (CLI, HTTP
+    API, MCP, evaluation) runs the one :class:`Ragline` builds, with its follow-up
+    rewriter, multi-query expander and verifier.
+
+    ``search`` replaces :meth:`Ragline.search` (a server's retrying search with its
+    cached fallback, an evaluation's that hides the evidence). ``generator`` stands in
+    for the configured one (a server's "LLM busy" stand-in); the rewriter and expander
+    are then the ones it can drive, so a stand-in never calls the busy model.
+    ``tenant`` scopes the fallback's topic suggestions (default: the settings').
+    ``on_retrieval`` is given the result the answer is built from (with multi-query,
+    the phrasings' searches fused), e.g. to map streamed citations to sources."""
+
+    search: SearchFn | None = None
+    generator: Generator | None = None
+    tenant: str | None = None
+    on_retrieval: Callable[[SearchResult], None] | None = None
 
 
 class Ragline:
@@ -167,7 +188,8 @@ class Ragline:
     @property
     def answerer(self) -> Answerer:
         """The answer pipeline over this index (built once; the generator from settings
-        unless one was passed in)."""
+        unless one was passed in). The only place an :class:`Answerer` is built: a call
+        that differs passes :class:`AnswerHooks` to :meth:`ask`/:meth:`ask_stream`."""
         if self._answerer is None:
             cache = EmbeddingCache(self.embedder)
             generator = self._generator or make_generator(self.settings, cache.vectors)
@@ -177,11 +199,33 @@ class Ragline:
                 generator,
                 cache.vectors,
                 TokenCounter(),
-                suggest=lambda: corpus_topics(self.store.documents(self.settings.tenant)),
+                suggest=self._topics(self.settings.tenant),
                 rewriter=make_rewriter(self.settings, generator),
                 expander=make_expander(self.settings, generator),
             )
         return self._answerer
+
+    def _topics(self, tenant: str) -> Callable[[], list[str]]:
+        """What ``tenant``'s documents cover, for the fallback (read when it is given)."""
+        return lambda: corpus_topics(self.store.documents(tenant))
+
+    def answerer_for(self, hooks: AnswerHooks | None = None) -> Answerer:
+        """:attr:`answerer`, or for one call the same pipeline with ``hooks`` applied."""
+        base = self.answerer
+        if hooks is None:
+            return base
+        parts: Parts = {}
+        if hooks.search is not None:
+            parts["search"] = hooks.search
+        if hooks.generator is not None:
+            parts["generator"] = hooks.generator
+            parts["rewriter"] = make_rewriter(self.settings, hooks.generator)
+            parts["expander"] = make_expander(self.settings, hooks.generator)
+        if hooks.tenant is not None:
+            parts["suggest"] = self._topics(hooks.tenant)
+        if hooks.on_retrieval is not None:
+            parts["on_retrieval"] = hooks.on_retrieval
+        return base.using(**parts)
 
     def ask(
         self,
@@ -189,10 +233,11 @@ class Ragline:
         *,
         history: HistoryInput | None = None,
         selected_text: str | None = None,
+        hooks: AnswerHooks | None = None,
         **search: Unpack[SearchOptions],
     ) -> Answer:
         """A cited answer (or the fallback) for ``question``; see :meth:`ask_stream`."""
-        return self.answerer.answer(
+        return self.answerer_for(hooks).answer(
             question, history=history, selected_text=selected_text, **search
         )
 
@@ -202,12 +247,14 @@ class Ragline:
         *,
         history: HistoryInput | None = None,
         selected_text: str | None = None,
+        hooks: AnswerHooks | None = None,
         **search: Unpack[SearchOptions],
     ) -> Iterator[StreamEvent]:
         """``token``/``citation`` events as the answer is written, then ``done`` with the
         :class:`~ragline.types.Answer` (``error`` first if generation failed midway).
-        ``search`` holds :meth:`search`'s options, for the retrieval step."""
-        return self.answerer.stream(
+        ``search`` holds :meth:`search`'s options, for the retrieval step; ``hooks``
+        what this call changes (see :class:`AnswerHooks`)."""
+        return self.answerer_for(hooks).stream(
             question, history=history, selected_text=selected_text, **search
         )
 

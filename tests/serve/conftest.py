@@ -3,13 +3,16 @@ the repository's docs/ folder built once (real model, real LanceDB in a temp dir
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -49,8 +52,9 @@ def docs_index(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> 
     return index
 
 
-def start_server(settings: Settings, embedder: Embedder) -> LiveServer:
-    rag = Ragline(settings, embedder=embedder)
+def start_server(settings: Settings, embedder: Embedder, rag: Ragline | None = None) -> LiveServer:
+    """A server on a free loopback port, ready; over ``rag`` when given (else a new one)."""
+    rag = rag or Ragline(settings, embedder=embedder)
     app = create_app(settings, rag=rag)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -107,6 +111,31 @@ def docs_server(docs_index: Path, embedder: Embedder) -> Iterator[LiveServer]:
     )
     yield live
     stop_server(live)
+
+
+def _scripted() -> ModuleType:
+    """The scripted OpenAI-compatible server of tests/answer (one copy, not two)."""
+    path = Path(__file__).resolve().parents[1] / "answer" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("ragline_test_scripted_llm", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def llm() -> Iterator[tuple[str, Any]]:
+    """(base_url, script) of tests/answer's scripted OpenAI-compatible server on 127.0.0.1."""
+    mod = _scripted()
+    script = mod.ScriptedLLM()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), mod._handler(script))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def sse_events(raw: str) -> list[tuple[str, Any]]:

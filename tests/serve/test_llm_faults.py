@@ -6,45 +6,16 @@ an ``error`` event and leaves the conversation marked incomplete; past
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
-
-import pytest
 
 from .conftest import LiveServer, sse_events
 
 QUESTION = "What does the section chunker do with tables?"
 NOTICE = "The language model is busy"
-
-
-def _scripted() -> ModuleType:
-    """The scripted OpenAI-compatible server of tests/answer (one copy, not two)."""
-    path = Path(__file__).resolve().parents[1] / "answer" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("ragline_test_scripted_llm", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def llm() -> Iterator[tuple[str, Any]]:
-    mod = _scripted()
-    script = mod.ScriptedLLM()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), mod._handler(script))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def llm_server(

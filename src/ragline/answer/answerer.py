@@ -9,6 +9,7 @@ is timed into ``Answer.timings_ms``.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
@@ -74,6 +75,17 @@ class SearchFn(Protocol):
     """``Ragline.search`` (or ``Retriever.search``)."""
 
     def __call__(self, query: str, **options: Unpack[SearchOptions]) -> SearchResult: ...
+
+
+class Parts(TypedDict, total=False):
+    """The parts of an :class:`Answerer` one call may swap (see :meth:`Answerer.using`)."""
+
+    search: SearchFn
+    generator: Generator
+    suggest: Callable[[], list[str]] | None
+    rewriter: QueryRewriter | None
+    expander: QueryExpander | None
+    on_retrieval: Callable[[SearchResult], None] | None
 
 
 def _lap(timings: dict[str, float], stage: str, since: float) -> float:
@@ -156,7 +168,8 @@ class Answerer:
     """Answers questions from one search function with one generator.
 
     ``suggest`` lists what the corpus covers (for the fallback); it is called only
-    when the fallback is returned.
+    when the fallback is returned. ``on_retrieval`` is given the result the answer is
+    built from (the phrasings' searches fused), for a caller that maps citations.
     """
 
     def __init__(
@@ -169,8 +182,10 @@ class Answerer:
         suggest: Callable[[], list[str]] | None = None,
         rewriter: QueryRewriter | None = None,
         expander: QueryExpander | None = None,
+        on_retrieval: Callable[[SearchResult], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_retrieval = on_retrieval
         self.rewriter = rewriter
         self.expander = expander
         self.search = search
@@ -186,6 +201,14 @@ class Answerer:
         self.evidence_weights = evidence_weights(settings)
         self.embed = embed
         self.reader = reader_judge(settings)
+
+    def using(self, **parts: Unpack[Parts]) -> Answerer:
+        """This pipeline with ``parts`` swapped for one call: a shallow copy, so every
+        caller shares the parts built once (verifier, rewriter...) and concurrent calls
+        never see each other's swaps."""
+        clone = copy.copy(self)
+        vars(clone).update(parts)
+        return clone
 
     def answer(
         self,
@@ -276,6 +299,8 @@ class Answerer:
         queries = [f"{x}\n{selected}"[:MAX_QUERY_CHARS] if selected else x for x in searched]
         query = queries[0]
         result = self._search_all(queries, search)
+        if self.on_retrieval is not None:
+            self.on_retrieval(result)
         t = _lap(timings, "retrieve", t0)
         for stage, ms in result.timings_ms.items():
             timings[f"retrieve.{stage}"] = ms

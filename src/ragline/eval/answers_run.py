@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ragline.engine import Ragline
+from ragline.engine import AnswerHooks, Ragline
 from ragline.eval.answers import (
     AnsweredClaim,
     Claim,
@@ -81,22 +81,17 @@ def run_answers(
             if progress:
                 progress(done, total, name)
         abstained = 0
-        answerer = rag.answerer
-        search = answerer.search
-        try:
-            for claim in scored_claims:
-                gold = set(claim.evidence)
+        for claim in scored_claims:
+            gold = set(claim.evidence)
 
-                def drop(h: Hit, gold: set[str] = gold) -> bool:
-                    return index.doc_of.get(h.chunk.doc_id, "") in gold
+            def drop(h: Hit, gold: set[str] = gold) -> bool:
+                return index.doc_of.get(h.chunk.doc_id, "") in gold
 
-                answerer.search = without(search, drop, rag.settings.retrieval_top_k)
-                abstained += rag.ask(claim.text).fallback
-                done += 1
-                if progress:
-                    progress(done, total, f"{name} distractor")
-        finally:
-            answerer.search = search
+            hidden = AnswerHooks(search=without(rag.search, drop, rag.settings.retrieval_top_k))
+            abstained += rag.ask(claim.text, hooks=hidden).fallback
+            done += 1
+            if progress:
+                progress(done, total, f"{name} distractor")
         scored = [a for a in answered if a.claim.evidence]
         results.append(
             GeneratorAnswers(

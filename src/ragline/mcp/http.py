@@ -64,8 +64,14 @@ class HttpBackend:
             row.latencies_ms = dict(result.timings_ms)
         state.log_row(row)
 
-    def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
-        return AnswerRun(self.state, tenant).answer(question, [], None, options)
+    def answer(
+        self,
+        tenant: str,
+        question: str,
+        history: list[dict[str, str]],
+        options: SearchOptions,
+    ) -> Answer:
+        return AnswerRun(self.state, tenant).answer(question, history, None, options)
 
     def ready(self) -> None:
         """Engine parts are built once by the app's warm-up: never race it."""

@@ -17,11 +17,19 @@ from typing import Any, Literal, Protocol
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
 
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline
 from ragline.mcp.tools import ask_payload, chunk_payload, document_payload, search_payload
-from ragline.serve.validation import RequestProblem, check_range, clean_field
+from ragline.serve.validation import (
+    MARKUP_FACTOR,
+    RequestProblem,
+    check_range,
+    check_unicode,
+    clean_field,
+    clean_text,
+)
 from ragline.store.base import StoreError
 from ragline.types import Answer, DocumentRecord, SearchResult
 
@@ -36,6 +44,16 @@ Mode = Literal["hybrid", "bm25", "vector"]
 
 log = logging.getLogger("ragline.mcp")
 
+#: A history message's raw length limit, as on /v1/chat/completions.
+MAX_TURN_CHARS = MARKUP_FACTOR * 2000
+
+
+class Turn(BaseModel):
+    """An earlier message of the conversation, for the ``ask`` tool's ``history``."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=MAX_TURN_CHARS)
+
 
 class ToolBackend(Protocol):
     """Where the tools get their tenant and their answers."""
@@ -46,8 +64,15 @@ class ToolBackend(Protocol):
         """The tenant of this call (raises ToolError when the caller has none)."""
         ...
 
-    def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
-        """A cited answer searched within ``tenant`` (``options`` carry its filter)."""
+    def answer(
+        self,
+        tenant: str,
+        question: str,
+        history: list[dict[str, str]],
+        options: SearchOptions,
+    ) -> Answer:
+        """A cited answer searched within ``tenant`` (``options`` carry its filter),
+        a follow-up of ``history`` (the earlier messages, oldest first)."""
         ...
 
     def ready(self) -> None:
@@ -70,8 +95,14 @@ class LocalBackend:
     def tenant(self, ctx: Context) -> str:
         return self._tenant
 
-    def answer(self, tenant: str, question: str, options: SearchOptions) -> Answer:
-        return self.rag.ask(question, **options)
+    def answer(
+        self,
+        tenant: str,
+        question: str,
+        history: list[dict[str, str]],
+        options: SearchOptions,
+    ) -> Answer:
+        return self.rag.ask(question, history=history, **options)
 
     def ready(self) -> None:
         """Parts are built on first use: one process, one caller at a time over stdio."""
@@ -100,6 +131,22 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
             min_chars=settings.min_question_chars,
             max_chars=settings.max_question_chars,
         )
+
+    def turns(history: list[Turn] | None) -> list[dict[str, str]]:
+        """The earlier messages, cleaned as /v1/chat/completions cleans its own."""
+        history = history or []
+        if len(history) > settings.max_chat_messages:
+            raise RequestProblem(
+                f"at most {settings.max_chat_messages} history messages are allowed, "
+                f"got {len(history)}",
+                field="history",
+            )
+        out = []
+        for i, turn in enumerate(history):
+            text = clean_text(check_unicode(turn.content, f"history.{i}.content"))
+            if text:
+                out.append({"role": turn.role, "content": text})
+        return out
 
     async def run(fn: Callable[[], Any]) -> Any:
         """An engine call in a worker thread, its expected failures as tool errors."""
@@ -143,16 +190,22 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
 
     @server.tool()
     async def ask(
-        question: str, ctx: Context, top_k: int | None = None, mode: Mode | None = None
+        question: str,
+        ctx: Context,
+        top_k: int | None = None,
+        mode: Mode | None = None,
+        history: list[Turn] | None = None,
     ) -> dict[str, Any]:
         """A grounded answer with [n] citations: each citation names its source and the
         span of the supporting sentence; 'confidence' says how far to trust it. When the
-        collection does not cover the question, the answer says so (metadata.fallback)."""
+        collection does not cover the question, the answer says so (metadata.fallback).
+        'history' holds the conversation so far (oldest first), for a follow-up
+        question; metadata.search_query shows what was searched."""
         tenant = backend.tenant(ctx)
 
         def go() -> dict[str, Any]:
             q = text(question, "question")
-            answer = backend.answer(tenant, q, options(tenant, top_k, mode))
+            answer = backend.answer(tenant, q, turns(history), options(tenant, top_k, mode))
             backend.record(ctx, "ask", q, answer)
             return ask_payload(answer)
 

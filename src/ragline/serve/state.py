@@ -27,11 +27,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ragline.answer.answerer import Answerer, SearchOptions
-from ragline.answer.context import build_context
-from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest, Generator
-from ragline.answer.suggestions import corpus_topics
-from ragline.engine import Ragline
+from ragline.answer.answerer import SearchOptions
+from ragline.answer.context import CountTokens, build_context
+from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
+from ragline.engine import AnswerHooks, Ragline
 from ragline.serve.auth import KeyStore
 from ragline.serve.conversations import ConversationStore
 from ragline.serve.documents import UploadRegistry
@@ -83,14 +82,15 @@ class LLMGate:
 
 class Busy:
     """A generator standing in for the language model while the gate is full: it
-    fails at once, so the answerer gives the extractive answer with the notice."""
+    fails at once, so the answerer gives the extractive answer with the notice. Its
+    name is no model's, so the follow-up rewriter does not call the model either."""
 
-    def __init__(self, name: str, model: str, limit: int) -> None:
-        self._name, self._model, self.limit = name, model, limit
+    def __init__(self, model: str, limit: int) -> None:
+        self._model, self.limit = model, limit
 
     @property
     def name(self) -> str:
-        return self._name
+        return "busy"
 
     @property
     def model(self) -> str:
@@ -105,30 +105,28 @@ class Busy:
 
 class AnswerRun:
     """One answer in progress: its events, plus the numbered sources its citations
-    point at (rebuilt from the same retrieval the answerer used, on first need)."""
+    point at (rebuilt from the same retrieval the answerer used, on first need).
+
+    The answer is the engine's (:meth:`Ragline.ask_stream`, the pipeline the CLI
+    runs); what a server changes is passed as hooks: its retrying search with the
+    cached fallback, the caller's tenant, and the stand-in while the LLM is busy."""
 
     def __init__(self, state: ServeState, tenant: str) -> None:
         self._state = state
         self._result: SearchResult | None = None
         self._sources: dict[int, Source] | None = None
-        rag = state.rag
-        base = rag.answerer
-
-        def answerer(generator: Generator) -> Answerer:
-            return Answerer(
-                rag.settings,
-                self._search,
-                generator,
-                base.verifier.embed,
-                base.count_tokens,
-                suggest=lambda: corpus_topics(rag.store.documents(tenant)),
-            )
-
-        self.answerer = answerer(base.generator)
+        generator = state.rag.answerer.generator
+        self.count_tokens: CountTokens = state.rag.answerer.count_tokens
         #: Why the answer is degraded (the store was down), or None.
         self.degraded: str | None = None
-        self._gated = base.generator.name != "extractive"
-        self._busy = answerer(Busy(base.generator.name, base.generator.model, state.llm_gate.limit))
+        self._gated = generator.name != "extractive"
+        self._hooks = AnswerHooks(search=self._search, tenant=tenant, on_retrieval=self._keep)
+        busy = Busy(generator.model, state.llm_gate.limit)
+        self._busy = replace(self._hooks, generator=busy)
+
+    def _keep(self, result: SearchResult) -> None:
+        """What the answer is built from (the phrasings' searches fused), for sources."""
+        self._result = result
 
     def _search(self, query: str, **options: Any) -> SearchResult:
         """The engine's search, retried once; while the store cannot answer, the
@@ -147,7 +145,6 @@ class AnswerRun:
                 "often-retrieved passages kept in memory"
             )
             result = SearchResult(query, "cache", hits, {})
-        self._result = result
         return result
 
     @property
@@ -162,7 +159,7 @@ class AnswerRun:
                 return None
             context = build_context(
                 self._result.hits,
-                self.answerer.count_tokens,
+                self.count_tokens,
                 self._state.rag.settings.max_context_tokens,
             )
             self._sources = {b.number: b.source() for b in context.blocks}
@@ -178,12 +175,12 @@ class AnswerRun:
         """The answerer's events (in a worker thread: every step may block)."""
         gate = self._state.llm_gate
         entered = self._gated and gate.enter()
-        answerer = self.answerer if entered or not self._gated else self._busy
+        hooks = self._hooks if entered or not self._gated else self._busy
         try:
             lock = self._state.generate_lock
             with lock if lock is not None else contextlib.nullcontext():
-                for event in answerer.stream(
-                    question, history=history, selected_text=selected_text, **options
+                for event in self._state.rag.ask_stream(
+                    question, history=history, selected_text=selected_text, hooks=hooks, **options
                 ):
                     yield self._marked(event)
         finally:

@@ -118,7 +118,7 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
         raise
     state.metrics.observe_answer("/api/query", answer)
     out = answer_body(
-        answer, query_id, conversation_id, run.answerer.count_tokens,
+        answer, query_id, conversation_id, run.count_tokens,
         retrieved=run.retrieved, session_id=body.session_id,
     )  # fmt: skip
     if conversation_id is not None:
@@ -241,10 +241,10 @@ async def chat_events(
                 answer = event.answer
                 state.metrics.observe_answer("/api/chat", answer)
                 body = answer_body(
-                    answer, query_id, conversation_id, run.answerer.count_tokens,
+                    answer, query_id, conversation_id, run.count_tokens,
                     retrieved=run.retrieved, session_id=session_id,
                 )  # fmt: skip
-                tokens = usage_of(answer, run.answerer.count_tokens)["total_tokens"]
+                tokens = usage_of(answer, run.count_tokens)["total_tokens"]
                 message_id = await remember(
                     state, who.tenant, conversation_id, question, answer, query_id, body
                 )
@@ -283,5 +283,5 @@ async def chat_events(
         raise
     finally:
         with anyio.CancelScope(shield=True):
-            spent = usage_of(answer, run.answerer.count_tokens)["total_tokens"] if answer else None
+            spent = usage_of(answer, run.count_tokens)["total_tokens"] if answer else None
             await finish_row(state, row, status, error, answer, tokens=spent)

@@ -166,7 +166,7 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
         await finish_row(state, row, problem.status_code, str(exc), None)
         raise problem from None
     state.metrics.observe_answer(ENDPOINT, answer)
-    usage = usage_of(answer, run.answerer.count_tokens)
+    usage = usage_of(answer, run.count_tokens)
     await finish_row(state, row, 200, None, answer, tokens=usage["total_tokens"])
     return JSONResponse(
         {
@@ -181,7 +181,7 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
                     "finish_reason": "stop" if answer.complete else "length",
                 }
             ],
-            "usage": usage_of(answer, run.answerer.count_tokens),
+            "usage": usage_of(answer, run.count_tokens),
             "citations": cited(answer),
             "sources": [source_out(src) for src in answer.sources],
         }
@@ -248,7 +248,7 @@ async def stream_chunks(
                         "created": created,
                         "model": model,
                         "choices": [],
-                        "usage": usage_of(answer, run.answerer.count_tokens),
+                        "usage": usage_of(answer, run.count_tokens),
                     },
                 )
     except (ValueError, StoreError) as exc:
@@ -267,6 +267,6 @@ async def stream_chunks(
         raise
     finally:
         with anyio.CancelScope(shield=True):
-            tokens = usage_of(answer, run.answerer.count_tokens)["total_tokens"] if answer else None
+            tokens = usage_of(answer, run.count_tokens)["total_tokens"] if answer else None
             await finish_row(state, row, status, error, answer, tokens=tokens)
     yield b"data: [DONE]\n\n"
