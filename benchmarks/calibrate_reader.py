@@ -50,7 +50,7 @@ from ragline.settings import Settings
 from ragline.types import Hit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_evidence import SHARED, scifact_train_index  # noqa: E402
+from calibrate_evidence import SHARED, scifact_train_index
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "benchmarks" / ".work"
@@ -101,12 +101,15 @@ def reliability(probs: list[float], labels: list[int], bins: int = 10) -> list[s
         sel = (p >= lo) & ((p < hi) if k < bins - 1 else (p <= hi))
         if sel.sum():
             rows.append(
-                f"| {lo:.1f}–{hi:.1f} | {int(sel.sum())} | {p[sel].mean():.3f} | {y[sel].mean():.3f} |"
+                f"| {lo:.1f}–{hi:.1f} | {int(sel.sum())} | {p[sel].mean():.3f} "
+                f"| {y[sel].mean():.3f} |"
             )
     return rows
 
 
-def block_logits(reader: Reader, rag: Ragline, question: str, drop: Callable[[Hit], bool]) -> dict[str, Any]:
+def block_logits(
+    reader: Reader, rag: Ragline, question: str, drop: Callable[[Hit], bool]
+) -> dict[str, Any]:
     """The reader's logit per context block and today's evidence verdict, on the context
     the pipeline builds from the search without ``drop``."""
     s = rag.settings
@@ -116,8 +119,11 @@ def block_logits(reader: Reader, rag: Ragline, question: str, drop: Callable[[Hi
     passages = [f"{b.label}\n{b.text}" if b.label else b.text for b in blocks]
     logits = [r.logit for r in reader.read(question, passages)]
     ev = judge_context(question, context, rag.answerer.verifier.embed, evidence_weights(s))
-    return {"logits": logits, "evidence": bool(ev.answers), "top_cos": max(
-        (h.vector_score or 0.0 for h in result.hits), default=0.0)}
+    return {
+        "logits": logits,
+        "evidence": bool(ev.answers),
+        "top_cos": max((h.vector_score or 0.0 for h in result.hits), default=0.0),
+    }
 
 
 def collect(reader: Reader, claims: int, d2l_index: Path) -> list[dict[str, Any]]:
@@ -129,11 +135,15 @@ def collect(reader: Reader, claims: int, d2l_index: Path) -> list[dict[str, Any]
         def drop(h: Hit, ev_docs: set[str] = ev_docs) -> bool:
             return index.doc_of.get(h.chunk.doc_id, "") in ev_docs
 
-        rows.append({
-            "set": "scifact", "split": "held-out" if int(c.id) % 2 else "fit", "id": c.id,
-            "answerable": block_logits(reader, index.rag, c.text, lambda h: False),
-            "distractor": block_logits(reader, index.rag, c.text, drop),
-        })
+        rows.append(
+            {
+                "set": "scifact",
+                "split": "held-out" if int(c.id) % 2 else "fit",
+                "id": c.id,
+                "answerable": block_logits(reader, index.rag, c.text, lambda h: False),
+                "distractor": block_logits(reader, index.rag, c.text, drop),
+            }
+        )
     index.close()
     rag = Ragline(Settings(index_dir=d2l_index, judge="evidence"))
     for name in ("d2l_questions.jsonl", "d2l_answers.jsonl"):
@@ -145,12 +155,16 @@ def collect(reader: Reader, claims: int, d2l_index: Path) -> list[dict[str, Any]
                     contains_answer(h.chunk.text, q.get("answers", []))
                 )
 
-            rows.append({
-                "set": "d2l", "split": "fit" if q["split"] == "train" else "held-out",
-                "id": q["id"], "gold": bool(q.get("answers")),
-                "answerable": block_logits(reader, rag, q["question"], lambda h: False),
-                "distractor": block_logits(reader, rag, q["question"], dropq),
-            })
+            rows.append(
+                {
+                    "set": "d2l",
+                    "split": "fit" if q["split"] == "train" else "held-out",
+                    "id": q["id"],
+                    "gold": bool(q.get("answers")),
+                    "answerable": block_logits(reader, rag, q["question"], lambda h: False),
+                    "distractor": block_logits(reader, rag, q["question"], dropq),
+                }
+            )
     rag.close()
     return rows
 
@@ -182,8 +196,12 @@ def squad_rows(reader: Reader, limit: int, seed: int) -> list[dict[str, Any]]:
         with_own = order[:5] if pi in order[:5] else [pi, *order[:4]]
         without_own = [j for j in order if j != pi][:5]
         row: dict[str, Any] = {"impossible": qa["is_impossible"]}
-        row["answerable"] = [r.logit for r in reader.read(qa["question"], [paras[j] for j in with_own])]
-        row["distractor"] = [r.logit for r in reader.read(qa["question"], [paras[j] for j in without_own])]
+        row["answerable"] = [
+            r.logit for r in reader.read(qa["question"], [paras[j] for j in with_own])
+        ]
+        row["distractor"] = [
+            r.logit for r in reader.read(qa["question"], [paras[j] for j in without_own])
+        ]
         rows.append(row)
     return rows
 
@@ -213,8 +231,14 @@ def main() -> None:
         held_in = rng.sample([p for p in pairs if p["split"] == "train"], args.platt)
         held_out = rng.sample([p for p in pairs if p["split"] == "test"], args.platt)
         cached = {
-            "held_in": [[lg, p["label"], p["source"]] for lg, p in zip(pair_logits(reader, held_in), held_in, strict=True)],
-            "held_out": [[lg, p["label"], p["source"]] for lg, p in zip(pair_logits(reader, held_out), held_out, strict=True)],
+            "held_in": [
+                [lg, p["label"], p["source"]]
+                for lg, p in zip(pair_logits(reader, held_in), held_in, strict=True)
+            ],
+            "held_out": [
+                [lg, p["label"], p["source"]]
+                for lg, p in zip(pair_logits(reader, held_out), held_out, strict=True)
+            ],
             "rows": collect(reader, args.claims, args.d2l_index),
             "squad": squad_rows(reader, args.squad, args.seed),
         }
@@ -281,7 +305,8 @@ def main() -> None:
         "key-term coverage, answer types, learned scorer), *reader* (the bars above), "
         "*both* (answer only when both say so).",
         "",
-        "| set | split | n | judge | answerable fallback | distractor n | distractor abstention | AUC |",
+        "| set | split | n | judge | answerable fallback | distractor n "
+        "| distractor abstention | AUC |",
         "|---|---|---:|---|---:|---:|---:|---:|",
     ]
     for s in ("scifact", "d2l"):
@@ -299,11 +324,18 @@ def main() -> None:
             for jname, answers in judges.items():
                 fb = sum(not answers(r["answerable"]) for r in sub) / len(sub)
                 ab = sum(not answers(r["distractor"]) for r in dis) / max(len(dis), 1)
-                au = auc([prob(r["answerable"]["logits"]) for r in dis],
-                         [prob(r["distractor"]["logits"]) for r in dis]) if jname == "reader" else float("nan")
+                au = (
+                    auc(
+                        [prob(r["answerable"]["logits"]) for r in dis],
+                        [prob(r["distractor"]["logits"]) for r in dis],
+                    )
+                    if jname == "reader"
+                    else float("nan")
+                )
                 lines.append(
                     f"| {s} | {sp} | {len(sub)} | {jname} | {fb:.3f} | {len(dis)} | {ab:.3f} | "
-                    + ("" if math.isnan(au) else f"{au:.3f}") + " |"
+                    + ("" if math.isnan(au) else f"{au:.3f}")
+                    + " |"
                 )
     sq = cached["squad"]
     bar = bars["d2l"]
@@ -318,15 +350,22 @@ def main() -> None:
         "",
         "| measure | value |",
         "|---|---:|",
-        f"| answerability AUC: own paragraph in the five vs removed ({len(pos)} questions) | {auc(pos, neg):.3f} |",
-        f"| AUC, answerable questions vs unanswerable ones ({len(imp)}) with their own paragraph | {auc(pos, imp):.3f} |",
-        f"| answerable fallback at the question bar {bar:.3f} | {sum(p < bar for p in pos) / max(len(pos), 1):.3f} |",
-        f"| abstention with the own paragraph removed | {sum(p < bar for p in neg) / max(len(neg), 1):.3f} |",
-        f"| abstention on unanswerable questions | {sum(p < bar for p in imp) / max(len(imp), 1):.3f} |",
+        f"| answerability AUC: own paragraph in the five vs removed ({len(pos)} questions) "
+        f"| {auc(pos, neg):.3f} |",
+        f"| AUC, answerable questions vs unanswerable ones ({len(imp)}) with their own "
+        f"paragraph | {auc(pos, imp):.3f} |",
+        f"| answerable fallback at the question bar {bar:.3f} | {rate(pos, bar):.3f} |",
+        f"| abstention with the own paragraph removed | {rate(neg, bar):.3f} |",
+        f"| abstention on unanswerable questions | {rate(imp, bar):.3f} |",
     ]
     text = "\n".join(lines) + "\n"
     args.out.write_text(text)
     print(text)
+
+
+def rate(probs: list[float], bar: float) -> float:
+    """Share below the bar (falls back)."""
+    return sum(p < bar for p in probs) / max(len(probs), 1)
 
 
 def has_distractor(r: dict[str, Any]) -> bool:

@@ -35,8 +35,49 @@ WORD = re.compile(r"\w+", re.UNICODE)
 NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
 NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 STOP = frozenset(
-    "the a an of in on at to for by with from and or is are was were be been what which who "
-    "whom whose when where why how did does do that this these those as it its into than".split()
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "from",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "did",
+        "does",
+        "do",
+        "that",
+        "this",
+        "these",
+        "those",
+        "as",
+        "it",
+        "its",
+        "into",
+        "than",
+    ]
 )
 
 

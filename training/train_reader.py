@@ -334,7 +334,8 @@ def main() -> None:
     tok = load_tokenizer(args.max_length, args.stride)
     train_feats, test_feats = features(train_rows, tok), features(test_rows, tok)
     print(
-        f"train {len(train_rows)} pairs / {len(train_feats)} windows; test {len(test_rows)} / {len(test_feats)}",
+        f"train {len(train_rows)} pairs / {len(train_feats)} windows; "
+        f"test {len(test_rows)} / {len(test_feats)}",
         flush=True,
     )
 

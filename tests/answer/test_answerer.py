@@ -319,7 +319,15 @@ def test_the_same_passages_answer_the_question_they_hold(
     ans = a.answer("Who won the 2022 Wimbledon women's singles?")
     assert not ans.fallback and ans.text.startswith("Elena Rybakina won")
     assert ans.confidence.level in {"medium", "high"}
-    assert "answers it" in ans.confidence.reason
+    assert "the reader finds the answer in [1] Wimbledon 2022" in ans.confidence.reason
+
+
+def test_the_evidence_judge_names_the_answering_sentence(
+    wimbledon: list[Hit], cache: EmbeddingCache
+) -> None:
+    a, _ = answerer(wimbledon, ExtractiveGenerator(cache.vectors), cache, judge="evidence")
+    ans = a.answer("Who won the 2022 Wimbledon women's singles?")
+    assert not ans.fallback and "answers it" in ans.confidence.reason
 
 
 def test_the_evidence_check_can_be_turned_off(wimbledon: list[Hit], cache: EmbeddingCache) -> None:
@@ -356,3 +364,19 @@ def test_a_sentence_whose_citations_are_all_unsupported_is_marked(
     removed, _ = answerer(five_hits, gen, cache, unsupported_citations="remove")
     ans = removed.answer("Which gate of an LSTM decides how much of the memory cell is kept?")
     assert "[2]" not in ans.text and [c.number for c in ans.citations] == [4]
+
+
+def test_an_llm_citation_the_reader_does_not_find_supported_is_flagged(
+    wimbledon: list[Hit], cache: EmbeddingCache
+) -> None:
+    """The LLM path: the reader reads each cited sentence with its passage."""
+    claim = "The 2022 championships were played on clay courts in Paris [2]."
+    gen = ScriptedGenerator(f"Elena Rybakina won the 2022 final [1]. {claim}")
+    a, _ = answerer(wimbledon, gen, cache)
+    ans = a.answer("Who won the 2022 Wimbledon women's singles?")
+    by_number = {c.number: c for c in ans.citations}
+    assert by_number[1].supported
+    assert not by_number[2].supported
+    assert ans.unsupported_sentences == [
+        "The 2022 championships were played on clay courts in Paris"
+    ]

@@ -132,3 +132,12 @@ def test_cli_answers_by_hand(
     assert ex["distractor_claims"] == 2 and ex["abstention_rate_distractor"] == 1.0
     assert ex["citations_without_evidence"] == 0
     assert "| extractive | 2 | 2 | 1.000 | 1.000 | 1.000 | 0.667 |" in report.read_text()
+
+
+def test_answerability_auc_and_abstention_at_the_fallback_bound() -> None:
+    from ragline.eval.answers import answerability
+
+    auc, abstain = answerability([0.9, 0.8, 0.7, 0.6], [0.1, 0.65, 0.95])
+    assert auc == pytest.approx(7 / 12)  # 0.1 loses 4, 0.65 loses 3 and wins 1, 0.95 wins 4
+    assert abstain == pytest.approx(1 / 3)  # bar 0.6 (no answerable falls back): 0.1 only
+    assert answerability([], [0.1]) != answerability([], [0.1])  # nan: nothing to compare

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from ragline.eval.runs import (
+    EVAL_MODES,
     default_mode,
     documents_of,
     evaluate,
@@ -80,6 +81,11 @@ def test_percentiles() -> None:
 def test_modes() -> None:
     s = Settings()
     assert "rerank" not in parse_modes(None, s)
+    # a model reranker (ragline's reader, a cross-encoder) makes rerank a default mode
+    reader = s.model_copy(update={"reranker": "reader"})
+    assert parse_modes(None, reader) == [*EVAL_MODES]
+    cross = s.model_copy(update={"reranker": "cross-encoder", "reranker_model": "/m"})
+    assert parse_modes(None, cross)[-1] == "rerank"
     assert parse_modes("bm25, vector,bm25", s) == ["bm25", "vector"]
     with pytest.raises(ValueError, match="unknown mode"):
         parse_modes("bm25,dense", s)

@@ -164,6 +164,19 @@ def reader_judge(settings: Settings) -> ReaderJudge | None:
     return ReaderJudge(shared_reader(settings.reader_threads), bars, settings.reader_max_passages)
 
 
+def reader_support(judge: ReaderJudge) -> Callable[[str, str], float | None]:
+    """(claim, passage) → the reader's calibrated probability; None for a claim not in
+    English (the reader was trained on English; the support score decides those)."""
+    from ragline.text.language import query_language
+
+    def support(claim: str, passage: str) -> float | None:
+        if query_language(claim) != "en":
+            return None
+        return judge.bars.probability(judge.reader.read(claim, [passage])[0].logit)
+
+    return support
+
+
 class Answerer:
     """Answers questions from one search function with one generator.
 
@@ -201,6 +214,18 @@ class Answerer:
         self.evidence_weights = evidence_weights(settings)
         self.embed = embed
         self.reader = reader_judge(settings)
+        #: An LLM's citations are checked by the reader (claim and cited passage read
+        #: together); an extractive answer's sentences are copied from their block.
+        self.llm_verifier = self.verifier
+        if self.reader is not None:
+            self.llm_verifier = SupportVerifier(
+                embed,
+                settings.citation_support_threshold,
+                settings.citation_lexical_weight,
+                settings.citation_key_coverage,
+                reader=reader_support(self.reader),
+                reader_bar=settings.reader_claim_threshold,
+            )
 
     def using(self, **parts: Unpack[Parts]) -> Answerer:
         """This pipeline with ``parts`` swapped for one call: a shallow copy, so every
@@ -391,8 +416,9 @@ class Answerer:
     ) -> Iterator[StreamEvent]:
         s = self.settings
         q, context = request.question, request.context
+        verifier = self.verifier if self.generator.name == "extractive" else self.llm_verifier
         tracker = CitationTracker(
-            context, self.verifier, remove_unsupported=s.unsupported_citations == "remove"
+            context, verifier, remove_unsupported=s.unsupported_citations == "remove"
         )
         usage: dict[str, int] = {"context_tokens": context.token_count}
         error: str | None = None

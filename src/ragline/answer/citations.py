@@ -375,11 +375,17 @@ class SupportVerifier:
         threshold: float,
         lexical_weight: float,
         key_coverage: float = 0.0,
+        reader: Callable[[str, str], float | None] | None = None,
+        reader_bar: float = 0.5,
     ) -> None:
         self.embed = embed
         self.threshold = threshold
         self.lexical_weight = lexical_weight
         self.key_coverage = key_coverage
+        #: (claim, passage) → the reader's calibrated support probability, or None when
+        #: it does not judge that claim (not English): then the support score decides.
+        self.reader = reader
+        self.reader_bar = reader_bar
 
     def check(self, claim: str, block: ContextBlock) -> Support:
         segs = evidence_segments(block.text)
@@ -403,6 +409,9 @@ class SupportVerifier:
             self.key_coverage,
         )
         ok = scores[i] >= self.threshold and not gap
+        p = self.reader(claim, f"{block.label}\n{block.text}") if self.reader else None
+        if p is not None:  # the reader read claim and passage together: its verdict counts
+            return Support(block, p, best.start, best.end, p >= self.reader_bar and not gap, gap)
         return Support(block, scores[i], best.start, best.end, ok, gap)
 
     def best(self, claim: str, blocks: Sequence[ContextBlock]) -> Support:

@@ -62,7 +62,9 @@ class ContextEvidence:
     def reason(self, context: Context) -> str:
         """Why nothing answers (see :func:`ragline.answer.evidence.why_not`)."""
         if self.method == "reader":
-            return why_not_read(self.verdicts, self.bar, self.constraints.question)
+            return why_not_read(
+                self.verdicts, self.bar, self.constraints.question, tuple(self.constraints.years)
+            )
         text = "\n".join(b.text for b in context.blocks)
         return why_not(self.constraints, self.best, text)
 

@@ -10,7 +10,12 @@ the gate, the extractive answer and the confidence read one verdict:
 * each answering block contributes one sentence: for a question the one holding the
   block's best answer span, for a claim (no span: the reader was not taught claim
   spans) the block sentence the reader scores highest as a pair with the claim;
-* the other sentences keep a score for ordering but never answer: no topical padding.
+* the other sentences keep a score for ordering but never answer: no topical padding;
+* one check of today's stays beside the reader: a question naming a year is not answered
+  by a block that gives other years and not that one. On SQuAD 2.0 pairs it vetoed 6 of
+  4,733 answering pairs and 473 non-answering ones (45 of 1,294 constraint swaps); the same
+  check on numbers vetoed 5.9 % of the answering pairs, so it was left out (measured in
+  benchmarks/results/reader.md).
 
 Pure but for the ``reader`` call; the probabilities are Platt-scaled logits
 (``p = sigmoid(scale·logit + shift)``), fitted on the reader's held-in pairs.
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 
 from ragline.answer.candidates import Candidate
 from ragline.answer.context import Context
-from ragline.answer.evidence import Constraints, Evidence
+from ragline.answer.evidence import Constraints, Evidence, years
 from ragline.reader import Reader, Reading
 
 
@@ -53,6 +58,8 @@ class BlockVerdict:
     number: int
     label: str
     probability: float
+    #: Years the block gives when the question names another one (a veto), else empty.
+    other_years: tuple[str, ...] = ()
 
 
 def sentence_ranges(found: Sequence[Candidate], context: Context) -> list[tuple[int, int]]:
@@ -94,6 +101,7 @@ def judge_by_reader(
     """Every candidate judged by the reader, and the blocks' verdicts, best first."""
     numbers, readings, offsets = read_context(reader, question, context, max_passages)
     prob = {n: bars.probability(r.logit) for n, r in zip(numbers, readings, strict=True)}
+    vetoed = {n: year_veto(c, context, n) for n in numbers}
     reading = dict(zip(numbers, readings, strict=True))
     shift = dict(zip(numbers, offsets, strict=True))
     ranges = sentence_ranges(found, context)
@@ -124,7 +132,7 @@ def judge_by_reader(
             Evidence(
                 index=i,
                 score=round(score, 6),
-                answers=lead and p >= bar,
+                answers=lead and p >= bar and not vetoed.get(cand.block),
                 sentence_coverage=1.0 if lead else 0.0,
                 passage_coverage=1.0,
                 cosine=float(cosines[i]),
@@ -132,10 +140,23 @@ def judge_by_reader(
             )
         )
     verdicts = sorted(
-        (BlockVerdict(n, b.label, prob[n]) for n in numbers if (b := context.block(n)) is not None),
+        (
+            BlockVerdict(n, b.label, prob[n], vetoed[n])
+            for n in numbers
+            if (b := context.block(n)) is not None
+        ),
         key=lambda v: -v.probability,
     )
     return judged, verdicts
+
+
+def year_veto(c: Constraints, context: Context, number: int) -> tuple[str, ...]:
+    """The years block ``number`` gives when the question names years it does not."""
+    block = context.block(number)
+    if not c.years or block is None:
+        return ()
+    found = years(f"{block.label}\n{block.text}")
+    return tuple(sorted(found)) if found and not set(c.years) <= found else ()
 
 
 def claim_leads(
@@ -161,13 +182,20 @@ def claim_leads(
     return leads
 
 
-def why_not_read(verdicts: Sequence[BlockVerdict], bar: float, question: bool) -> str:
+def why_not_read(
+    verdicts: Sequence[BlockVerdict], bar: float, question: bool, asked: Sequence[str] = ()
+) -> str:
     """Why the reader does not answer, naming what the passages do cover."""
     if not verdicts:
         return "no retrieved passage has a sentence to check"
     labels = list(dict.fromkeys(v.label for v in verdicts if v.label))[:2]
     cover = " and ".join(f"'{x}'" for x in labels) if labels else "related topics"
     top = verdicts[0]
+    dated = [v for v in verdicts if v.probability >= bar and v.other_years]
+    if dated and all(v.other_years for v in verdicts if v.probability >= bar):
+        found = sorted({y for v in dated for y in v.other_years})[:3]
+        wanted = ", ".join(sorted(asked)) or "the year asked"
+        return f"the passages cover {', '.join(found)}, not {wanted}"
     what = "answers the question" if question else "supports the statement"
     return (
         f"the passages cover {cover}, but none of them {what} "

@@ -294,6 +294,22 @@ def score_citations(answers: Iterable[AnsweredClaim]) -> CitationScores:
     return s
 
 
+def answerability(
+    answerable: Sequence[float], distractor: Sequence[float], max_fallback: float = 0.05
+) -> tuple[float, float]:
+    """(AUC, abstention): how well a score separates questions the documents answer from
+    the same questions with their evidence gone; and the share of the latter below the
+    highest bar that leaves at most ``max_fallback`` of the former below it."""
+    if not answerable or not distractor:
+        return float("nan"), float("nan")
+    wins = sum((a > d) + 0.5 * (a == d) for a in answerable for d in distractor)
+    ranked = sorted(answerable)
+    bar = ranked[int(max_fallback * len(ranked))]
+    return wins / (len(answerable) * len(distractor)), sum(d < bar for d in distractor) / len(
+        distractor
+    )
+
+
 @dataclass(slots=True)
 class GeneratorAnswers:
     """One generator's results over the claims and the out-of-scope questions."""
@@ -306,6 +322,11 @@ class GeneratorAnswers:
     latency_ms: dict[str, float]
     distractor_claims: int = 0  # claims asked again with their evidence documents removed
     abstention_distractor: float = 0.0  # share of those that got the fallback (should be high)
+    #: The confidence score as an answerability test: AUC of claims with their evidence
+    #: against the same claims without it, and the distractor abstention a bar on the
+    #: score would reach while ≤ 5 % of the answerable claims fall back.
+    answerability_auc: float = float("nan")
+    abstention_at_5pct: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -316,6 +337,8 @@ class GeneratorAnswers:
             "fallback_rate_in_scope": round(self.fallback_in_scope, 4),
             "distractor_claims": self.distractor_claims,
             "abstention_rate_distractor": round(self.abstention_distractor, 4),
+            "answerability_auc": round(self.answerability_auc, 4),
+            "abstention_at_5pct_fallback": round(self.abstention_at_5pct, 4),
             "latency_ms": {k: round(v, 2) for k, v in self.latency_ms.items()},
         }
 

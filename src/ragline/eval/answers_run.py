@@ -11,6 +11,7 @@ from ragline.eval.answers import (
     Claim,
     ClaimsData,
     GeneratorAnswers,
+    answerability,
     resolve_citations,
     score_citations,
     sentence_spans,
@@ -64,11 +65,15 @@ def run_answers(
         total = len(claims) + len(questions) + len(scored_claims)
         answered: list[AnsweredClaim] = []
         latencies: list[float] = []
+        held: list[float] = []  # confidence scores: claims with evidence, then without it
+        hidden_scores: list[float] = []
         done = 0
         for claim in claims:
             t0 = time.perf_counter()
             answer = rag.ask(claim.text)
             latencies.append((time.perf_counter() - t0) * 1000.0)
+            if claim.evidence:
+                held.append(answer.confidence.score)
             cited = () if answer.fallback else resolve_citations(answer, index.doc_of, spans)
             answered.append(AnsweredClaim(claim, answer.fallback, cited))
             done += 1
@@ -88,11 +93,14 @@ def run_answers(
                 return index.doc_of.get(h.chunk.doc_id, "") in gold
 
             hidden = AnswerHooks(search=without(rag.search, drop, rag.settings.retrieval_top_k))
-            abstained += rag.ask(claim.text, hooks=hidden).fallback
+            blind = rag.ask(claim.text, hooks=hidden)
+            abstained += blind.fallback
+            hidden_scores.append(blind.confidence.score)
             done += 1
             if progress:
                 progress(done, total, f"{name} distractor")
         scored = [a for a in answered if a.claim.evidence]
+        auc, at_5 = answerability(held, hidden_scores)
         results.append(
             GeneratorAnswers(
                 generator=name,
@@ -105,6 +113,8 @@ def run_answers(
                 latency_ms=percentiles(latencies),
                 distractor_claims=len(scored_claims),
                 abstention_distractor=abstained / len(scored_claims) if scored_claims else 0.0,
+                answerability_auc=auc,
+                abstention_at_5pct=at_5,
             )
         )
         if rag is not base:

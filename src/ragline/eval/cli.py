@@ -289,7 +289,7 @@ def eval_command(
         typer.Option(
             "--modes",
             help="Comma-separated: bm25, vector, hybrid-rrf, hybrid-weighted, rerank "
-            "(default: all; rerank when a cross-encoder is configured).",
+            "(default: all; rerank when a cross-encoder or the reader is configured).",
         ),
     ] = None,
     top_k: Annotated[

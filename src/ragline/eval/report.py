@@ -144,6 +144,15 @@ def answers_markdown(report: AnswersReport, command: str) -> str:
             f"| {s.flagged_without_evidence:.3f} ({s.citations_without_evidence}) "
             f"| {r.latency_ms['p50']:.0f} |"
         )
+    for r in report.results:
+        if r.distractor_claims:
+            lines += [
+                "",
+                f"{r.generator}: the confidence score separates claims with their evidence "
+                f"from the same claims without it at AUC {r.answerability_auc:.3f}; a bar "
+                f"on it that lets ≤ 5 % of the answerable claims fall back abstains on "
+                f"{r.abstention_at_5pct:.3f} of the distractor runs.",
+            ]
     settings = ", ".join(f"`{k}={v}`" for k, v in report.settings.items())
     lines += ["", f"Settings: {settings}."]
     return "\n".join(lines) + "\n"

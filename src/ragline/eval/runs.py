@@ -23,7 +23,7 @@ from ir_measures import RR, P, R, nDCG
 from ragline.embed.base import Embedder
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import MAX_TOP_K, Retriever, SearchMode
-from ragline.settings import MergeMethod, Settings
+from ragline.settings import MergeMethod, RerankerName, Settings
 from ragline.store.base import Store
 from ragline.types import Hit
 
@@ -43,6 +43,9 @@ MEASURES: dict[str, Any] = {
     "mrr": RR,
 }
 METRIC_NAMES: tuple[str, ...] = tuple(MEASURES)
+
+#: Rerankers that score with a model: with one of these, ``rerank`` is a default mode.
+MODEL_RERANKERS: frozenset[RerankerName] = frozenset({"cross-encoder", "reader"})
 
 #: query id → document ids, best first
 Ranking = dict[str, list[str]]
@@ -75,11 +78,12 @@ def default_mode(settings: Settings) -> str:
 
 
 def parse_modes(text: str | None, settings: Settings) -> list[str]:
-    """``--modes a,b`` checked; by default every mode, ``rerank`` only when a
-    cross-encoder is configured (the heuristic one can still be asked for)."""
+    """``--modes a,b`` checked; by default every mode, ``rerank`` only when a model
+    reranker (a cross-encoder or ragline's reader) is configured (the heuristic one
+    can still be asked for)."""
     if text is None or not text.strip():
         modes = [m for m in EVAL_MODES if m != "rerank"]
-        if settings.reranker == "cross-encoder":
+        if settings.reranker in MODEL_RERANKERS:
             modes.append("rerank")
         return modes
     modes = [m.strip() for m in text.split(",") if m.strip()]

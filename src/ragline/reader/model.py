@@ -162,13 +162,14 @@ class Reader:
             ):
                 end += 1
             batch = order[start:end]
-            for k, w in zip(batch, self._run(session, [windows[k][1] for k in batch]), strict=True):
-                results[k] = w
+            ran = self._run(session, [windows[k][1] for k in batch])
+            for k, out in zip(batch, ran, strict=True):
+                results[k] = out
             start = end
         grouped: list[list[Window]] = [[] for _ in pairs]
-        for (i, _), w in zip(windows, results, strict=True):
-            assert w is not None
-            grouped[i].append(w)
+        for (i, _), got in zip(windows, results, strict=True):
+            assert got is not None
+            grouped[i].append(got)
         return [Reading(tuple(g)) for g in grouped]
 
     def _cut(self, question: str) -> str:

@@ -3,8 +3,8 @@
 Three rerankers share one protocol: :class:`HeuristicReranker` needs no model
 (cosine similarity blended with query-term overlap) and is the default;
 :class:`ReaderReranker` scores (query, passage) pairs with ragline's own reader;
-:class:`CrossEncoderReranker` with a local sentence-transformers cross-encoder. :func:`make_reranker` picks one from the
-settings, the only place that choice is made.
+:class:`CrossEncoderReranker` with a local sentence-transformers cross-encoder.
+:func:`make_reranker` picks one from the settings, the only place that choice is made.
 """
 
 from __future__ import annotations
