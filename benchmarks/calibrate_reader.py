@@ -254,6 +254,18 @@ def main() -> None:
     for s in ("scifact", "d2l"):
         ans = sorted(prob(r["answerable"]["logits"]) for r in fit_rows if r["set"] == s)
         bars[s] = ans[int(args.max_fallback * len(ans))] if ans else 0.5
+    # The combined judge (evidence and reader): its own reader bars, each the highest
+    # that keeps the combined fit fallback within the bound.
+    both_bars: dict[str, float] = {}
+    for s in ("scifact", "d2l"):
+        sub = [r for r in fit_rows if r["set"] == s]
+        allowed = int(args.max_fallback * len(sub))
+        passing = sorted(
+            prob(r["answerable"]["logits"]) for r in sub if r["answerable"]["evidence"]
+        )
+        already = len(sub) - len(passing)  # the evidence check's own fallbacks
+        k = allowed - already
+        both_bars[s] = passing[k] if 0 <= k < len(passing) else 0.0
     pooled = sorted(
         [(prob(r["answerable"]["logits"]), 1) for r in fit_rows]
         + [(prob(r["distractor"]["logits"]), 0) for r in fit_rows if has_distractor(r)],
@@ -276,7 +288,9 @@ def main() -> None:
         "",
         f"**Chosen**: `reader_scale` {a:.4f}, `reader_shift` {b:.4f}; `reader_threshold` "
         f"(questions, d2l fit) {bars['d2l']:.3f}; `reader_claim_threshold` (claims, SciFact fit) "
-        f"{bars['scifact']:.3f}; `reader_high` {high:.3f}.",
+        f"{bars['scifact']:.3f}; `reader_high` {high:.3f}. For the combined judge "
+        f"(`judge=both`, the default): question bar {both_bars['d2l']:.3f}, claim bar "
+        f"{both_bars['scifact']:.3f} (chosen the same way on the combined fallback).",
         "",
         "## Reliability of the calibrated probability (pairs)",
         "",
@@ -303,7 +317,7 @@ def main() -> None:
         "back (SciFact claims and the d2l answer set; the older conceptual d2l questions "
         "count as answerable only). Judges: *evidence* (today's default before the reader: "
         "key-term coverage, answer types, learned scorer), *reader* (the bars above), "
-        "*both* (answer only when both say so).",
+        "*both* (answer only when both say so, with the combined judge's own reader bars).",
         "",
         "| set | split | n | judge | answerable fallback | distractor n "
         "| distractor abstention | AUC |",
@@ -319,7 +333,9 @@ def main() -> None:
             judges: dict[str, Callable[[dict[str, Any]], bool]] = {
                 "evidence": lambda x: bool(x["evidence"]),
                 "reader": lambda x, bar=bar: prob(x["logits"]) >= bar,
-                "both": lambda x, bar=bar: bool(x["evidence"]) and prob(x["logits"]) >= bar,
+                "both": lambda x, bar=both_bars[s]: (
+                    bool(x["evidence"]) and prob(x["logits"]) >= bar
+                ),
             }
             for jname, answers in judges.items():
                 fb = sum(not answers(r["answerable"]) for r in sub) / len(sub)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
     from ragline.ingest.web.fetch import FetchError
     from ragline.mcp.server import ToolBackend
+    from ragline.reader import ReaderError
     from ragline.retrieve.conversation import QueryRewriter, Turn
     from ragline.retrieve.expand import RelatedChunksReader
     from ragline.retrieve.multiquery import QueryExpander
@@ -118,6 +119,7 @@ _LOCATIONS: dict[str, str] = {
     "FaultError": "ragline.errors",
     "IngestError": "ragline.ingest.errors",
     "EmbeddingError": "ragline.embed.base",
+    "ReaderError": "ragline.reader",
     "StoreError": "ragline.store.base",
     "ModelMismatchError": "ragline.store.base",
     "StoreUrlError": "ragline.store.url",
@@ -172,6 +174,7 @@ __all__ = [
     "Ragline",
     "RaglineError",
     "RateLimiter",
+    "ReaderError",
     "RelatedChunksReader",
     "Reranker",
     "RobotsRules",

@@ -493,30 +493,39 @@ class Settings(BaseSettings):
     # scaling on the reader's held-in training pairs; the bars: the highest that keeps
     # at most 5 % of the fit questions (d2l train) and claims (SciFact even ids) that
     # the documents answer from falling back; results in benchmarks/results/reader.md).
-    judge: Literal["reader", "evidence"] = Field(
-        "reader",
-        validation_alias=_env("JUDGE"),
-        description="Who decides whether and with what to answer: reader (ragline's "
-        "question–passage model, English questions; other languages keep the evidence "
-        "check) or evidence (key-term coverage, answer types and the learned scorer).",
+    judge: Literal["both", "reader", "evidence"] = Field(
+        "both",
+        description="Who decides whether and with what to answer: both (the evidence check "
+        "and ragline's question–passage reader must both find an answer; the reader picks "
+        "the sentence), reader (the reader alone) or evidence (the evidence check alone). "
+        "The reader judges English questions; other languages get the evidence check.",
     )
-    reader_threshold: float = Field(
-        0.5,
+    reader_threshold: float | None = Field(
+        None,
         ge=0,
         le=1,
-        description="Calibrated reader probability a passage needs to answer a question.",
+        description="Calibrated reader probability a passage needs to answer a question "
+        "(default: 0.283 with judge=both, 0.369 with judge=reader).",
     )
-    reader_claim_threshold: float = Field(
-        0.5,
+    reader_claim_threshold: float | None = Field(
+        None,
         ge=0,
         le=1,
-        description="Calibrated reader probability a passage needs to support a statement.",
+        description="The same for a statement (a claim) (default: 0.013 with judge=both, "
+        "0.202 with judge=reader).",
+    )
+    reader_citation_threshold: float = Field(
+        0.202,
+        ge=0,
+        le=1,
+        description="Calibrated reader probability an LLM's cited sentence needs from its "
+        "cited passage to count as supported.",
     )
     reader_high: float = Field(
-        0.9, ge=0, le=1, description="From this calibrated reader probability on, level 'high'."
+        0.849, ge=0, le=1, description="From this calibrated reader probability on, level 'high'."
     )
-    reader_scale: float = Field(1.0, gt=0, description="Platt scaling of the reader's logit.")
-    reader_shift: float = Field(0.0, description="Platt shift of the reader's logit.")
+    reader_scale: float = Field(0.8597, gt=0, description="Platt scaling of the reader's logit.")
+    reader_shift: float = Field(-1.6557, description="Platt shift of the reader's logit.")
     reader_threads: int = Field(
         0, ge=0, le=64, description="onnxruntime threads for the reader (0: up to 2)."
     )

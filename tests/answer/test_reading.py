@@ -45,7 +45,7 @@ Every team member gets 25 paid holidays a year, booked in the planning tool.
 
 
 @pytest.fixture
-def rag(make_rag: Callable[..., Ragline], tmp_path: Path) -> Ragline:
+def docs(tmp_path: Path) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
     for name, text in {
@@ -55,22 +55,30 @@ def rag(make_rag: Callable[..., Ragline], tmp_path: Path) -> Ragline:
         "handbook.md": HOLIDAYS,
     }.items():
         (docs / name).write_text(text, encoding="utf-8")
+    return docs
+
+
+@pytest.fixture
+def rag(make_rag: Callable[..., Ragline], docs: Path) -> Ragline:
+    """The default judge (evidence check and reader together)."""
     r = make_rag()
     r.ingest(docs)
     return r
 
 
-def test_the_orchard_question_is_answered_with_the_number(rag: Ragline) -> None:
-    a = rag.ask("How much water does the Quillby orchard get per tree in July?")
+@pytest.fixture
+def reader_rag(make_rag: Callable[..., Ragline], docs: Path, tmp_path: Path) -> Ragline:
+    """The reader alone (``judge=reader``): no word rule refuses."""
+    r = make_rag(index=tmp_path / "reader-index", judge="reader")
+    r.ingest(docs)
+    return r
+
+
+def test_the_orchard_question_is_answered_with_the_number(reader_rag: Ragline) -> None:
+    a = reader_rag.ask("How much water does the Quillby orchard get per tree in July?")
     assert not a.fallback, a.confidence.reason
     assert "4 litres" in a.text.split("[")[0]  # the lead sentence holds the figure
     assert "reader" in a.confidence.reason
-
-
-def test_a_question_whose_page_does_not_repeat_its_words_is_answered(rag: Ragline) -> None:
-    a = rag.ask("How do I enable CORS so my frontend on another origin can call my API?")
-    assert not a.fallback, a.confidence.reason
-    assert "CORSMiddleware" in a.text
 
 
 def test_an_exact_term_question_with_a_low_cosine_is_answered(rag: Ragline) -> None:
@@ -79,11 +87,28 @@ def test_an_exact_term_question_with_a_low_cosine_is_answered(rag: Ragline) -> N
     assert "40 particles" in a.text
 
 
-def test_a_question_the_documents_do_not_answer_falls_back_saying_why(rag: Ragline) -> None:
-    a = rag.ask("How many litres of fuel does the gearbox test rig burn per hour?")
+@pytest.mark.parametrize("judge", ["both", "reader"])
+def test_a_question_the_documents_do_not_answer_falls_back(
+    judge: str, rag: Ragline, reader_rag: Ragline
+) -> None:
+    r = rag if judge == "both" else reader_rag
+    a = r.ask("How many litres of fuel does the gearbox test rig burn per hour?")
     assert a.fallback
     assert a.confidence.level == "low"
-    assert "reader" in a.confidence.reason and "none of them answers" in a.confidence.reason
+    assert a.citations == []
+
+
+def test_the_reader_alone_says_why_it_does_not_answer(reader_rag: Ragline) -> None:
+    a = reader_rag.ask("How often is the gearbox test rig repainted?")
+    assert a.fallback
+    assert "none of them answers" in a.confidence.reason and "reader" in a.confidence.reason
+
+
+def test_with_both_judges_the_evidence_check_still_refuses_on_its_rules(rag: Ragline) -> None:
+    """judge=both: the evidence check's word rules still refuse (they add abstention on
+    the distractor sets, benchmarks/results/reader.md); the reader alone answers this."""
+    a = rag.ask("How do I enable CORS so my frontend on another origin can call my API?")
+    assert a.fallback and "reader" not in a.confidence.reason
 
 
 def test_the_evidence_judge_stays_selectable(

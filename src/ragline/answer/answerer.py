@@ -148,20 +148,32 @@ def unsupported_sentences(text: str, citations: list[Citation]) -> list[str]:
     return [claim for claim, ok in by_claim.items() if not ok and claim and claim in text]
 
 
+#: The reader's bars (question, claim) per judge, from benchmarks/calibrate_reader.py:
+#: each the highest that keeps ≤ 5 % of the fit rows the documents answer from falling
+#: back (d2l train questions, SciFact even-id claims), with that judge.
+READER_BARS = {"both": (0.283, 0.013), "reader": (0.369, 0.202)}
+
+
 def reader_judge(settings: Settings) -> ReaderJudge | None:
-    """The reader as the settings configure it (``judge=reader``), else None."""
-    if settings.judge != "reader" or not settings.evidence_check:
+    """The reader as the settings configure it (``judge`` both or reader), else None."""
+    if settings.judge == "evidence" or not settings.evidence_check:
         return None
     from ragline.reader import shared_reader
 
+    question, claim = READER_BARS[settings.judge]
     bars = ReaderBars(
-        answer=settings.reader_threshold,
-        claim=settings.reader_claim_threshold,
+        answer=question if settings.reader_threshold is None else settings.reader_threshold,
+        claim=claim if settings.reader_claim_threshold is None else settings.reader_claim_threshold,
         high=settings.reader_high,
         scale=settings.reader_scale,
         shift=settings.reader_shift,
     )
-    return ReaderJudge(shared_reader(settings.reader_threads), bars, settings.reader_max_passages)
+    return ReaderJudge(
+        shared_reader(settings.reader_threads),
+        bars,
+        settings.reader_max_passages,
+        with_evidence=settings.judge == "both",
+    )
 
 
 def reader_support(judge: ReaderJudge) -> Callable[[str, str], float | None]:
@@ -224,7 +236,7 @@ class Answerer:
                 settings.citation_lexical_weight,
                 settings.citation_key_coverage,
                 reader=reader_support(self.reader),
-                reader_bar=settings.reader_claim_threshold,
+                reader_bar=settings.reader_citation_threshold,
             )
 
     def using(self, **parts: Unpack[Parts]) -> Answerer:
@@ -354,7 +366,11 @@ class Answerer:
             block = context.block(best.block) if best is not None else None
             label = f"[{block.number}] {block.label}" if block is not None else ""
             if ev.method == "reader":
-                top = ev.verdicts[0].probability if ev.verdicts else 0.0
+                lead = ev.best_candidate()
+                top = next(
+                    (v.probability for v in ev.verdicts if lead and v.number == lead.block),
+                    ev.verdicts[0].probability if ev.verdicts else 0.0,
+                )
                 confidence = with_reader(
                     confidence, top, ev.answers, ev.reason(context), s.reader_high, label
                 )

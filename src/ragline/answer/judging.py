@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ragline.answer.candidates import Candidate, candidates
 from ragline.answer.citations import EmbedTexts
@@ -82,6 +83,8 @@ class ReaderJudge:
     reader: Reader
     bars: ReaderBars
     max_passages: int = 8
+    #: Answer only when the evidence check passes too (``judge=both``).
+    with_evidence: bool = False
 
 
 def judge_context(
@@ -93,7 +96,8 @@ def judge_context(
 ) -> ContextEvidence:
     """Every answer-worthy sentence of the context judged against ``question``: by the
     reader when one is given and the question is English (it was trained on English
-    only), else by the evidence check."""
+    only), else by the evidence check; with ``reader.with_evidence`` the question is
+    answered only when both find an answer (the reader picks the sentence)."""
     c = question_constraints(question)
     found = candidates(context)
     if not found:
@@ -101,28 +105,55 @@ def judge_context(
     texts = [cand.text for cand in found]
     vecs = embed([question, *texts])
     cos = np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
-    if reader is not None and c.english:
-        judged, verdicts = judge_by_reader(
-            c,
-            question,
-            context,
-            found,
-            [float(x) for x in cos],
-            reader.reader,
-            reader.bars,
-            reader.max_passages,
-        )
-        return ContextEvidence(
-            c,
-            tuple(found),
-            tuple(judged),
-            best_evidence(judged),
-            (),
-            weights=weights,
-            method="reader",
-            verdicts=tuple(verdicts),
-            bar=reader.bars.bar(c),
-        )
+    if reader is None or not c.english:
+        return _by_evidence(c, question, context, found, cos, weights)
+    if reader.with_evidence:
+        by_evidence = _by_evidence(c, question, context, found, cos, weights)
+        if not by_evidence.answers:
+            return by_evidence  # the evidence check refuses: its verdict and reason stand
+    judged, verdicts = judge_by_reader(
+        c,
+        question,
+        context,
+        found,
+        [float(x) for x in cos],
+        reader.reader,
+        reader.bars,
+        reader.max_passages,
+    )
+    # The lead: the reader's sentence of the best-ranked block that answers. Retrieval
+    # ranks pages well (the expected page is usually block 1); within a block, the
+    # reader knows which sentence answers. The highest probability alone led with a
+    # lower block's aside on ragline's own docs.
+    answering = [e for e in judged if e.answers]
+    best = (
+        min(answering, key=lambda e: (found[e.index].block, -e.score))
+        if answering
+        else best_evidence(judged)
+    )
+    return ContextEvidence(
+        c,
+        tuple(found),
+        tuple(judged),
+        best,
+        (),
+        weights=weights,
+        method="reader",
+        verdicts=tuple(verdicts),
+        bar=reader.bars.bar(c),
+    )
+
+
+def _by_evidence(
+    c: Constraints,
+    question: str,
+    context: Context,
+    found: list[Candidate],
+    cos: npt.NDArray[np.float64],
+    weights: EvidenceWeights,
+) -> ContextEvidence:
+    """The evidence check's verdict (:mod:`ragline.answer.evidence`)."""
+    texts = [cand.text for cand in found]
     passages = {b.number: passage_text(context, b.number) for b in context.blocks}
     term_weights = TermWeights.of(texts)
     judged = judge(

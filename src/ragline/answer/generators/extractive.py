@@ -190,13 +190,17 @@ class ExtractiveGenerator:
         passing = [e for e in ev.judged if e.answers]
         if not passing:
             return []
-        if ev.method == "reader":
-            # The reader's pick leads; each further answering block adds its own pick.
-            ranked = sorted(passing, key=lambda e: -e.score)[: self.max_sentences]
+        if ev.method == "reader" and ev.best is not None:
+            # The reader's pick in the best-ranked answering block leads; each further
+            # answering block adds its own pick, in context order.
+            lead = ev.best
+            others = sorted(
+                (e for e in passing if e is not lead), key=lambda e: ev.candidates[e.index].block
+            )[: self.max_sentences - 1]
             rest = sorted(
-                (ev.candidates[e.index] for e in ranked[1:]), key=lambda c: (c.block, c.start)
+                (ev.candidates[e.index] for e in others), key=lambda c: (c.block, c.start)
             )
-            return [ev.candidates[ranked[0].index], *rest]
+            return [ev.candidates[lead.index], *rest]
         # Among answering sentences, the retriever's view of their block still counts:
         # it knows the section (title, headings) that a lone sentence does not show.
         # The learned score weighs it already (its block cosine and rank features).
