@@ -115,31 +115,35 @@ def collect_scifact(n: int) -> list[dict[str, Any]]:
     return rows
 
 
+def d2l_questions() -> list[tuple[dict[str, Any], Callable[[Hit], bool]]]:
+    """Every d2l question with the test that hides its evidence: its expected sections
+    and, where a gold answer string is known, every chunk that holds it."""
+    out = []
+    for name in ("d2l_questions.jsonl", "d2l_answers.jsonl"):
+        for line in (REPO / "benchmarks/data" / name).read_text().splitlines():
+            q = json.loads(line)
+
+            def drop(h: Hit, q: dict[str, Any] = q) -> bool:
+                return in_expected(h.chunk.source, h.chunk.section, q["expected"]) or (
+                    contains_answer(h.chunk.text, q.get("answers", []))
+                )
+
+            out.append((q, drop))
+    return out
+
+
 def collect_d2l(index_dir: Path) -> list[dict[str, Any]]:
     rag = Ragline(Settings(index_dir=index_dir))
-    rows = []
-    lines = [
-        line
-        for name in ("d2l_questions.jsonl", "d2l_answers.jsonl")
-        for line in (REPO / "benchmarks/data" / name).read_text().splitlines()
+    rows = [
+        {
+            "set": "d2l",
+            "split": "fit" if q["split"] == "train" else "held-out",
+            "id": q["id"],
+            "answerable": features(rag, q["question"], lambda h: False),
+            "distractor": features(rag, q["question"], drop),
+        }
+        for q, drop in d2l_questions()
     ]
-    for line in lines:
-        q = json.loads(line)
-
-        def drop(h: Hit, q: dict[str, Any] = q) -> bool:
-            return in_expected(h.chunk.source, h.chunk.section, q["expected"]) or (
-                contains_answer(h.chunk.text, q.get("answers", []))
-            )
-
-        rows.append(
-            {
-                "set": "d2l",
-                "split": "fit" if q["split"] == "train" else "held-out",
-                "id": q["id"],
-                "answerable": features(rag, q["question"], lambda h: False),
-                "distractor": features(rag, q["question"], drop),
-            }
-        )
     rag.close()
     return rows
 

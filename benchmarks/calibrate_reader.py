@@ -44,13 +44,13 @@ from ragline.answer.evidence import evidence_weights
 from ragline.answer.judging import judge_context
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import Ragline
-from ragline.eval.distractor import contains_answer, in_expected, without
+from ragline.eval.distractor import without
 from ragline.reader import Reader
 from ragline.settings import Settings
 from ragline.types import Hit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_evidence import SHARED, scifact_train_index
+from calibrate_evidence import SHARED, d2l_questions, scifact_train_index
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "benchmarks" / ".work"
@@ -146,25 +146,17 @@ def collect(reader: Reader, claims: int, d2l_index: Path) -> list[dict[str, Any]
         )
     index.close()
     rag = Ragline(Settings(index_dir=d2l_index, judge="evidence"))
-    for name in ("d2l_questions.jsonl", "d2l_answers.jsonl"):
-        for line in (REPO / "benchmarks/data" / name).read_text().splitlines():
-            q = json.loads(line)
-
-            def dropq(h: Hit, q: dict[str, Any] = q) -> bool:
-                return in_expected(h.chunk.source, h.chunk.section, q["expected"]) or (
-                    contains_answer(h.chunk.text, q.get("answers", []))
-                )
-
-            rows.append(
-                {
-                    "set": "d2l",
-                    "split": "fit" if q["split"] == "train" else "held-out",
-                    "id": q["id"],
-                    "gold": bool(q.get("answers")),
-                    "answerable": block_logits(reader, rag, q["question"], lambda h: False),
-                    "distractor": block_logits(reader, rag, q["question"], dropq),
-                }
-            )
+    for q, dropq in d2l_questions():
+        rows.append(
+            {
+                "set": "d2l",
+                "split": "fit" if q["split"] == "train" else "held-out",
+                "id": q["id"],
+                "gold": bool(q.get("answers")),
+                "answerable": block_logits(reader, rag, q["question"], lambda h: False),
+                "distractor": block_logits(reader, rag, q["question"], dropq),
+            }
+        )
     rag.close()
     return rows
 
