@@ -194,11 +194,11 @@ class ExtractiveGenerator:
             # The reader's pick in the best-ranked answering block leads; each further
             # answering block adds its own pick, in context order.
             lead = ev.best
-            others = sorted(
+            further = sorted(
                 (e for e in passing if e is not lead), key=lambda e: ev.candidates[e.index].block
             )[: self.max_sentences - 1]
             rest = sorted(
-                (ev.candidates[e.index] for e in others), key=lambda c: (c.block, c.start)
+                (ev.candidates[e.index] for e in further), key=lambda c: (c.block, c.start)
             )
             return [ev.candidates[lead.index], *rest]
         # Among answering sentences, the retriever's view of their block still counts:
