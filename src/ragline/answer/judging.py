@@ -32,6 +32,7 @@ from ragline.answer.evidence import (
     why_not,
 )
 from ragline.answer.reading import BlockVerdict, ReaderBars, judge_by_reader, why_not_read
+from ragline.answer.sentences import PROSE, segments
 from ragline.reader import Reader
 
 
@@ -111,6 +112,12 @@ def judge_context(
         by_evidence = _by_evidence(c, question, context, found, cos, weights)
         if not by_evidence.answers:
             return by_evidence  # the evidence check refuses: its verdict and reason stand
+        lead = by_evidence.best_candidate()
+        block = context.block(lead.block) if lead is not None else None
+        if block is not None and is_table_only(block.text):
+            # A sheet's rows: the reader was trained on prose, and on a pipe table its
+            # span lands on the wrong row; the evidence check matches the row's cells.
+            return by_evidence
     judged, verdicts = judge_by_reader(
         c,
         question,
@@ -142,6 +149,11 @@ def judge_context(
         verdicts=tuple(verdicts),
         bar=reader.bars.bar(c),
     )
+
+
+def is_table_only(text: str) -> bool:
+    """A block without prose (a spreadsheet, a CSV): its candidates are table rows."""
+    return not any(seg.kind == PROSE for seg in segments(text))
 
 
 def _by_evidence(
