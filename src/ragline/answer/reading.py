@@ -107,15 +107,16 @@ def judge_by_reader(
     ranges = sentence_ranges(found, context)
     bar = bars.bar(c)
     # Relative span score of each sentence: its best span against its block's best.
+    block_best = {n: r.best_span(shift[n]) for n, r in reading.items()}  # once per block
     rel: list[float] = []
     for cand, (lo, hi) in zip(found, ranges, strict=True):
-        r = reading.get(cand.block)
-        if r is None:
+        r, best = reading.get(cand.block), block_best.get(cand.block)
+        if r is None or best is None:
             rel.append(-math.inf)
             continue
         off = shift[cand.block]
-        mine, best = r.best_span(lo + off, hi + off), r.best_span(off)
-        rel.append(mine[0] - best[0] if mine is not None and best is not None else -math.inf)
+        mine = r.best_span(lo + off, hi + off)
+        rel.append(mine[0] - best[0] if mine is not None else -math.inf)
     leads: dict[int, int] = {}
     if c.question:
         for i, cand in enumerate(found):
