@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ragline.aio import AsyncRagline
     from ragline.answer.answerer import SearchFn
     from ragline.answer.generators.base import (
         Delta,
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 _LOCATIONS: dict[str, str] = {
     # the facade and its settings
     "Ragline": "ragline.engine",
+    "AsyncRagline": "ragline.aio",  # the same calls, awaited
     "AnswerHooks": "ragline.engine",  # what one ask changes (a search wrapper...)
     "Settings": "ragline.settings",
     # protocols: one per replaceable part
@@ -135,6 +137,7 @@ _LOCATIONS: dict[str, str] = {
 __all__ = [
     "Answer",
     "AnswerHooks",
+    "AsyncRagline",
     "Block",
     "BlockKind",
     "ChapterCount",

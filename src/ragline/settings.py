@@ -679,6 +679,9 @@ class Settings(BaseSettings):
     serve_threads: int = Field(
         16, ge=1, le=1024, description="Threads for blocking engine calls (search, answer, ingest)."
     )
+    async_workers: int = Field(
+        16, ge=1, le=1024, description="Calls AsyncRagline runs at once (its thread pool)."
+    )
     store_retries: int = Field(
         1, ge=0, le=10, description="Retries of a search after a store timeout or lost connection."
     )
