@@ -74,7 +74,7 @@ def test_one_worker_runs_them_one_after_the_other(rag: Ragline) -> None:
         await asyncio.gather(arag.search("spring tide"), arag.search("neap tide"))
 
     asyncio.run(main())
-    (a0, a1), (b0, b1) = sorted(spans)[:2]
+    (_, a1), (b0, _) = sorted(spans)[:2]
     assert b0 >= a1
 
 
