@@ -54,8 +54,7 @@ from ragline.eval.runs import documents_of, evaluate
 from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.settings import Settings
 from ragline.store import bm25
-from ragline.store.base import FieldBoosts
-from ragline.types import Filters, Hit
+from ragline.types import FieldBoosts, Filters, Hit
 
 REPO = Path(__file__).resolve().parents[1]
 TITLE_BOOSTS = (0.5, 1.0, 1.5, 2.0, 3.0)

@@ -387,3 +387,15 @@ class StreamEvent:
         if self.type == "done" and self.answer is not None:
             return {"type": "done", **self.answer.to_dict()}
         return {"type": self.type, "error": self.error}
+
+
+# -- search: what a query asks of a store and what fusion returns
+
+
+@dataclass(frozen=True, slots=True)
+class FieldBoosts:
+    """BM25 weight per field: matches in titles and headings count for more."""
+
+    title: float = 2.0
+    headings: float = 1.5
+    text: float = 1.0

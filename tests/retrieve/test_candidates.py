@@ -19,9 +19,9 @@ from ragline.retrieve.fusion import (
 )
 from ragline.retrieve.retriever import Retriever, to_hits
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, SearchDefaults, Store
+from ragline.store.base import DocumentWrite, SearchDefaults, Store
 from ragline.store.lance import LanceStore
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
 
 TEXTS = {
     "volcano": "A volcano erupts when magma rises; lava cools into basalt rock.",

@@ -29,9 +29,10 @@ from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import make_chunker
 from ragline.ingest.sync import Indexer
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, Store, StoreError
+from ragline.store.base import DocumentWrite, Store, StoreError
 from ragline.store.bm25 import tokenize
 from ragline.text.language import detect_language
+from ragline.types import FieldBoosts
 
 
 def _load_contract() -> ModuleType:

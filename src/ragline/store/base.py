@@ -17,7 +17,7 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.errors import FaultError
 from ragline.retrieve.fusion import Fused, weighted_pairs
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
 
 
 class StoreError(FaultError):
@@ -192,15 +192,6 @@ def check_writes(items: Sequence[DocumentWrite], dimension: int) -> list[Vectors
         except StoreError as exc:
             raise StoreError(f"{what}: {exc}") from exc
     return checked
-
-
-@dataclass(frozen=True, slots=True)
-class FieldBoosts:
-    """BM25 weight per field: matches in titles and headings count for more."""
-
-    title: float = 2.0
-    headings: float = 1.5
-    text: float = 1.0
 
 
 #: A ranking by id: (chunk id, score) pairs, best first.

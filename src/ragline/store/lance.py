@@ -73,7 +73,6 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -94,7 +93,7 @@ from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
 from ragline.store.vector_index import IntArray
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
 
 T = TypeVar("T")
 

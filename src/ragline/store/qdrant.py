@@ -69,7 +69,6 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -79,7 +78,7 @@ from ragline.store.base import (
     takes_new_dimension,
 )
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, DocumentRecord, Filters
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 FORMAT_VERSION = 1
 DENSE = "dense"

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ragline.store import bm25
-from ragline.store.base import FieldBoosts, metadata_json
+from ragline.store.base import metadata_json
 from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, Filters
+from ragline.types import Chunk, FieldBoosts, Filters
 
 #: Field number of each BM25 field in the ``postings`` table.
 FIELD_NUMBER = {name: i for i, name in enumerate(bm25.KEYWORD_FIELDS)}

@@ -58,7 +58,6 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -69,7 +68,7 @@ from ragline.store.chroma.bm25 import TermIndex
 from ragline.store.chroma.client import chunk_metadata, make_client, metadata_chunk, to_where
 from ragline.store.chroma.journal import Journal
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, DocumentRecord, Filters
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 FORMAT_VERSION = 1
 _STORE_ID = "store"

@@ -44,7 +44,6 @@ from ragline.store import bm25
 from ragline.store.base import (
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -63,7 +62,7 @@ from ragline.store.graph.schema import (
     term_counts,
     term_key,
 )
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
 
 _WRITE_BATCH = 128
 _PAGE = 1000

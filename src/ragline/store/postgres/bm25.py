@@ -69,7 +69,7 @@ import numpy as np
 import psycopg
 
 from ragline.store import bm25
-from ragline.store.base import FieldBoosts
+from ragline.types import FieldBoosts
 
 #: Postings (estimated from document frequencies) the threshold probe reads at
 #: least: the rarest terms are added until their lists reach this size. Chosen on

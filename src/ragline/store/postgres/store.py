@@ -54,7 +54,6 @@ from ragline.store.base import (
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -66,7 +65,7 @@ from ragline.store.postgres import bm25 as pg_bm25
 from ragline.store.postgres import writes
 from ragline.store.postgres.pool import Connections, redact_url
 from ragline.store.postgres.schema import apply_migrations, check_schema, hnsw_name
-from ragline.types import Chunk, DocumentRecord, Filters
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 T = TypeVar("T")
 
