@@ -12,7 +12,7 @@ What it chooses, and how:
 The index is the cached ``ragline eval`` index (built once through the real
 chunker, embedder and store). Each query is searched ONCE per retriever,
 ``--depth`` chunks deep (vector; BM25 once per title boost); every fusion
-setting is then a pure function (``ragline.retrieve.fusion``) over those cached
+setting is then a pure function (``ragline.fusion``) over those cached
 lists, cut and scored exactly as ``Retriever.search`` + ``ragline eval`` would.
 
 A BM25 diagnosis section recomputes BM25 outside the store with the tokeniser
@@ -51,7 +51,7 @@ from ragline.eval.answers import load_questions
 from ragline.eval.beir import load_beir
 from ragline.eval.index import open_eval_index
 from ragline.eval.runs import documents_of, evaluate
-from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
+from ragline.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.settings import Settings
 from ragline.store import bm25
 from ragline.types import FieldBoosts, Filters, Hit

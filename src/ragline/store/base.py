@@ -16,8 +16,8 @@ import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.errors import FaultError
-from ragline.retrieve.fusion import Fused, weighted_pairs
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
+from ragline.fusion import weighted_pairs
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 
 class StoreError(FaultError):
@@ -298,7 +298,7 @@ class Store(Protocol):
         limit: int | None = None,
     ) -> tuple[list[Fused], dict[str, float]]:
         """:meth:`hybrid_candidates` fused by weighted min-max
-        (:func:`~ragline.retrieve.fusion.weighted_pairs`, ``weights`` = vector,
+        (:func:`~ragline.fusion.weighted_pairs`, ``weights`` = vector,
         keyword), the first ``limit`` only (all when None), with the milliseconds of
         ``vector``, ``keyword`` and ``fusion``."""
         ...

@@ -67,7 +67,7 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.retrieve.fusion import Fused, weighted_positions
+from ragline.fusion import weighted_positions
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
@@ -93,7 +93,7 @@ from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
 from ragline.store.vector_index import IntArray
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 T = TypeVar("T")
 
