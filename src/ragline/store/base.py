@@ -206,7 +206,7 @@ class Store(Protocol):
     whole chunks only for the hits it returns:
 
     1. candidates: :meth:`vector_candidates` (cosine) and :meth:`keyword_candidates`
-       (BM25, the scores of :mod:`ragline.store.bm25`), or both at once with
+       (BM25, the scores of :mod:`ragline.text.bm25`), or both at once with
        :meth:`hybrid_candidates`;
     2. rows: :meth:`chunks_with_vectors` for the ids that are kept.
 

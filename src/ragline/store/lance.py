@@ -81,7 +81,6 @@ from ragline.store.base import (
     metadata_json,
     takes_new_dimension,
 )
-from ragline.store.bm25 import query_counts
 from ragline.store.filters import (
     DOCUMENT_FILTER_FIELDS,
     and_predicates,
@@ -93,6 +92,7 @@ from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
 from ragline.store.vector_index import IntArray
+from ragline.text.bm25 import query_counts
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 T = TypeVar("T")

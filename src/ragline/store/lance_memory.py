@@ -51,7 +51,6 @@ import pyarrow as pa
 from lancedb.table import AsyncTable
 
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
-from ragline.store.bm25 import FieldTerms, chunk_terms
 from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import (
@@ -63,6 +62,7 @@ from ragline.store.vector_index import (
     VectorLayout,
     layout_for,
 )
+from ragline.text.bm25 import FieldTerms, chunk_terms
 from ragline.types import Chunk
 
 log = logging.getLogger(__name__)
