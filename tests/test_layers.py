@@ -7,9 +7,11 @@ import-linter's own command, on this checkout and on a copy given one upward imp
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import ragline
@@ -68,3 +70,31 @@ def test_settings_load_no_numpy_and_no_other_layer() -> None:
     modules, numpy = done.stdout.splitlines()
     assert modules == "['ragline', 'ragline.settings', 'ragline.types']"
     assert numpy == "False"
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+#: Relative links of the doc: ``[text](../src/ragline/x.py)``.
+LINK = re.compile(r"\]\((\.\./[^)#\s]+)\)")
+
+
+def test_every_path_the_architecture_doc_links_exists() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    links = LINK.findall(text)
+    assert len(links) > 30, links
+    missing = [link for link in links if not (ARCHITECTURE.parent / link).exists()]
+    assert missing == []
+
+
+def test_the_architecture_doc_shows_the_contracts_layers() -> None:
+    """The doc's table, row by row, names the modules of each layer of the contract."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = config["tool"]["importlinter"]["contracts"][0]
+    assert contract["type"] == "layers"
+    layers = [{m.strip() for m in layer.split("|")} for layer in contract["layers"]]
+    rows = []
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        first = line.split(" | ")[0]
+        if line.startswith("| [`"):
+            targets = LINK.findall(first)
+            rows.append({Path(t).name.removesuffix(".py") for t in targets})
+    assert rows == [layer for layer in layers if layer != {"__main__"}]
