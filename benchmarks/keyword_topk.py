@@ -26,10 +26,10 @@ from ragline.eval.beir import load_beir
 from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import Window, pseudo_queries
 from ragline.settings import Settings
-from ragline.store.bm25 import query_counts
 from ragline.store.factory import make_store
 from ragline.store.filters import to_sql_predicate
 from ragline.store.vector_index import top_k
+from ragline.text.bm25 import query_counts
 
 
 def pct(xs: Sequence[float], q: float) -> float:

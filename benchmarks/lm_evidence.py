@@ -410,7 +410,7 @@ def score(kind: str, passages: int, limit: int) -> None:
 def content_mask(tokens: Sequence[str]) -> list[bool]:
     """Which claim tokens belong to a content word (an index term of ragline's analyser:
     not a stopword; numbers included). A word starts at a token with a leading space."""
-    from ragline.store.bm25 import tokenize
+    from ragline.text.bm25 import tokenize
 
     words: list[list[int]] = []
     for i, t in enumerate(tokens):

@@ -1,6 +1,6 @@
 """Query preprocessing, measured: PRF expansion, the definition boost, multi-query.
 
-BM25 here is ragline's own (``ragline.store.bm25``: the analyser and scoring
+BM25 here is ragline's own (``ragline.text.bm25``: the analyser and scoring
 every app-side store uses), computed in process over two corpora, so the
 keyword side is measured without embedding anything:
 
@@ -59,7 +59,7 @@ from ragline.ingest.parse.markdown import parse_markdown
 from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results
 from ragline.retrieve.prf import defines, feedback_terms
 from ragline.settings import Settings
-from ragline.store.bm25 import FieldStats, FieldTerms, field_score, query_counts
+from ragline.text.bm25 import FieldStats, FieldTerms, field_score, query_counts
 from ragline.types import Hit
 
 DATA = Path(__file__).resolve().parent / "data"

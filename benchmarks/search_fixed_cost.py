@@ -37,12 +37,12 @@ from ragline.embed.factory import make_embedder
 from ragline.eval.beir import load_beir
 from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import PrecomputedEmbedder
-from ragline.retrieve.fusion import Fused
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
 from ragline.store.base import SearchDefaults
 from ragline.store.factory import make_store
 from ragline.text.language import query_language
+from ragline.types import Fused
 
 
 class PairsFusion:

@@ -71,8 +71,9 @@ from ragline.eval.synthetic import (
 )
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
+from ragline.store.arrow import arrow_to_chunks
 from ragline.store.factory import make_store
-from ragline.store.lance import CHUNK_COLUMNS, LanceStore, arrow_to_chunks, sanitize_fts_query
+from ragline.store.lance import CHUNK_COLUMNS, LanceStore, sanitize_fts_query
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data")

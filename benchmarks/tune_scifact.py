@@ -12,11 +12,11 @@ What it chooses, and how:
 The index is the cached ``ragline eval`` index (built once through the real
 chunker, embedder and store). Each query is searched ONCE per retriever,
 ``--depth`` chunks deep (vector; BM25 once per title boost); every fusion
-setting is then a pure function (``ragline.retrieve.fusion``) over those cached
+setting is then a pure function (``ragline.fusion``) over those cached
 lists, cut and scored exactly as ``Retriever.search`` + ``ragline eval`` would.
 
 A BM25 diagnosis section recomputes BM25 outside the store with the tokeniser
-LanceDB uses (``ragline.store.bm25``) on variants of the same corpus (whole
+LanceDB uses (``ragline.text.bm25``) on variants of the same corpus (whole
 documents vs chunks, title and body as separate max-combined fields vs one
 field, k1), to show where ragline's BM25 stands against the bm25s reference
 (0.696, Lucene k1 1.5, b 0.75, title + abstract as one field).
@@ -51,11 +51,10 @@ from ragline.eval.answers import load_questions
 from ragline.eval.beir import load_beir
 from ragline.eval.index import open_eval_index
 from ragline.eval.runs import documents_of, evaluate
-from ragline.retrieve.fusion import reciprocal_rank_fusion, weighted_fusion
+from ragline.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.settings import Settings
-from ragline.store import bm25
-from ragline.store.base import FieldBoosts
-from ragline.types import Filters, Hit
+from ragline.text import bm25
+from ragline.types import FieldBoosts, Filters, Hit
 
 REPO = Path(__file__).resolve().parents[1]
 TITLE_BOOSTS = (0.5, 1.0, 1.5, 2.0, 3.0)
@@ -499,7 +498,7 @@ def main() -> None:
             "",
             "## BM25 diagnosis",
             "",
-            "BM25 recomputed outside the store with LanceDB's analyser (`ragline.store.bm25`: "
+            "BM25 recomputed outside the store with LanceDB's analyser (`ragline.text.bm25`: "
             "simple tokeniser, lower case, English Snowball stemming, NLTK stop words, ASCII "
             "folding), b = 0.75, documents ranked by their best unit:",
             "",

@@ -1,7 +1,7 @@
 """`ragline watch` latency: from saving a file to the first search that finds it.
 
 Copies a corpus (default: the repository's docs/) to a temporary folder, indexes it
-with :func:`ragline.ingest.watch.watch_folder` running in a thread, then edits one
+with :func:`ragline.watch.watch_folder` running in a thread, then edits one
 file at a time (appending a sentence with a made-up word), adds one and deletes one,
 timing each until BM25 search sees the change (polling every 10 ms). Writes a
 Markdown table (``--out``) with the machine and its load.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from machine import command_line, load_average, machine_lines
 from ragline.engine import Ragline
-from ragline.ingest.watch import SyncEvent, watch_folder
 from ragline.settings import Settings
+from ragline.watch import SyncEvent, watch_folder
 
 
 def until(check: Callable[[], object], timeout: float = 60.0) -> float:

@@ -106,6 +106,7 @@ def test_status_reports_model_and_counts(index: Path) -> None:
         ["search", "x y z"],
         ["eval", "/nonexistent/beir"],
         ["keys", "list"],
+        ["mcp"],
     ],
 )
 def test_an_invalid_setting_is_named_in_one_line(

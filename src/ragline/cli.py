@@ -574,7 +574,7 @@ def watch(
     """
     from datetime import datetime
 
-    from ragline.ingest.watch import SyncEvent, watch_folder
+    from ragline.watch import SyncEvent, watch_folder
 
     if not path.is_dir():
         raise _fail(f"{path}: no such folder")

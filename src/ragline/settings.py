@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragline.store.base import FieldBoosts
+from ragline.types import FieldBoosts
 
 MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]

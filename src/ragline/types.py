@@ -387,3 +387,37 @@ class StreamEvent:
         if self.type == "done" and self.answer is not None:
             return {"type": "done", **self.answer.to_dict()}
         return {"type": self.type, "error": self.error}
+
+
+# -- search: what a query asks of a store and what fusion returns
+
+
+@dataclass(frozen=True, slots=True)
+class FieldBoosts:
+    """BM25 weight per field: matches in titles and headings count for more."""
+
+    title: float = 2.0
+    headings: float = 1.5
+    text: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One entry of a ranked list, known by id: the score this list ranks it by, and
+    the cosine / BM25 score it carries (the fused result keeps the first of each)."""
+
+    id: str
+    score: float
+    vector_score: float | None = None
+    keyword_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One entry of a fused ranking (``rank`` is 1-based)."""
+
+    id: str
+    score: float
+    rank: int
+    vector_score: float | None
+    keyword_score: float | None

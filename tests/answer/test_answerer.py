@@ -12,7 +12,7 @@ from ragline.answer.embedding_cache import EmbeddingCache
 from ragline.answer.generators.base import Delta, GenerationRequest
 from ragline.answer.generators.extractive import ExtractiveGenerator
 from ragline.answer.generators.openai import OpenAIGenerator
-from ragline.answer.prompt import FALLBACK_ANSWER
+from ragline.answer.generators.prompt import FALLBACK_ANSWER
 from ragline.embed.tokenizer import TokenCounter
 from ragline.settings import Settings
 from ragline.types import Answer, Chunk, Filters, Hit, SearchResult, StreamEvent

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragline.answer.prompt import FALLBACK_ANSWER
+from ragline.answer.generators.prompt import FALLBACK_ANSWER
 from ragline.cli import app
 
 REPO = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ from ragline.answer.evidence import (
     why_not,
     years,
 )
-from ragline.store.bm25 import tokenize
+from ragline.text.bm25 import tokenize
 
 WIMBLEDON_2022 = "Elena Rybakina won the women's singles final at Wimbledon in 2022."
 WIMBLEDON_2018 = "Angelique Kerber won the 2018 Wimbledon women's singles title."

@@ -80,7 +80,7 @@ def test_cjk_sentences_are_answer_sentences_and_cited_before_the_stop() -> None:
 
 
 def test_english_fallback_is_the_prompts() -> None:
-    from ragline.answer.prompt import FALLBACK_ANSWER
+    from ragline.answer.generators.prompt import FALLBACK_ANSWER
 
     assert i18n.fallback_answer("en") == FALLBACK_ANSWER
 
@@ -98,7 +98,7 @@ def _english_reasons() -> list[str]:
         Evidence,
         why_not,
     )
-    from ragline.answer.prompt import GENERATOR_DECLINED
+    from ragline.answer.generators.prompt import GENERATOR_DECLINED
     from ragline.types import Hit
 
     from .conftest import chunk
@@ -142,7 +142,7 @@ def test_every_reason_template_is_translated(reason: str) -> None:
 
 
 def test_related_passages_and_busy_notice_in_each_language() -> None:
-    from ragline.answer.prompt import GENERATOR_DECLINED
+    from ragline.answer.generators.prompt import GENERATOR_DECLINED
 
     for lang in i18n.ANSWER_LANGUAGES:
         text = i18n.related_text("why", ["潮 > 大潮", "潮 > 小潮"], lang)

@@ -31,7 +31,7 @@ from ragline.answer.generators.local import (
     free_cores,
     local_messages,
 )
-from ragline.answer.prompt import FALLBACK_ANSWER, SYSTEM_PROMPT
+from ragline.answer.generators.prompt import FALLBACK_ANSWER, SYSTEM_PROMPT
 from ragline.answer.rewriters import make_expander, make_rewriter
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import Ragline

@@ -14,7 +14,7 @@ import pytest
 from ragline.answer.context import Context
 from ragline.answer.generators.base import GenerationError, GenerationRequest, Message
 from ragline.answer.generators.openai import OpenAIGenerator
-from ragline.answer.prompt import FALLBACK_ANSWER
+from ragline.answer.generators.prompt import FALLBACK_ANSWER
 
 
 def make(url: str, sleeps: list[float], **kw: Any) -> OpenAIGenerator:

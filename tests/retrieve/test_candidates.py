@@ -11,17 +11,12 @@ from typing import Any
 import pytest
 
 from ragline.embed.base import Embedder
-from ragline.retrieve.fusion import (
-    Fused,
-    reciprocal_rank_fusion,
-    weighted_fusion,
-    weighted_pairs,
-)
+from ragline.fusion import reciprocal_rank_fusion, weighted_fusion, weighted_pairs
 from ragline.retrieve.retriever import Retriever, to_hits
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, SearchDefaults, Store
+from ragline.store.base import DocumentWrite, SearchDefaults, Store
 from ragline.store.lance import LanceStore
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 TEXTS = {
     "volcano": "A volcano erupts when magma rises; lava cools into basalt rock.",

@@ -18,13 +18,12 @@ import pytest
 from ragline.embed.base import Embedder, Vectors
 from ragline.embed.onnx import OnnxEmbedder
 from ragline.engine import Ragline
-from ragline.retrieve.fusion import Fused
 from ragline.retrieve.rerank import HeuristicReranker
 from ragline.retrieve.retriever import TIMING_KEYS, Retriever
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, Ranking, Store
+from ragline.store.base import DocumentWrite, Ranking, Store
 from ragline.store.lance import LanceStore
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 ChunkFactory = Callable[..., Chunk]
 

@@ -18,9 +18,9 @@ from ragline.errors import FaultError, InputError, RaglineError
 from ragline.eval.beir import DatasetError
 from ragline.ingest.errors import IngestError
 from ragline.serve.querylog import QueryLogError
-from ragline.serve.validation import RequestProblem
 from ragline.store.base import StoreError
 from ragline.store.url import StoreUrlError
+from ragline.validation import RequestProblem
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROUTERS = [

@@ -29,9 +29,10 @@ from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import make_chunker
 from ragline.ingest.sync import Indexer
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, FieldBoosts, Store, StoreError
-from ragline.store.bm25 import tokenize
+from ragline.store.base import DocumentWrite, Store, StoreError
+from ragline.text.bm25 import tokenize
 from ragline.text.language import detect_language
+from ragline.types import FieldBoosts
 
 
 def _load_contract() -> ModuleType:
@@ -623,7 +624,7 @@ LANG_QUERIES = [
     "How does a component add state?",
 ]
 
-#: Every store computes BM25 with ragline.store.bm25 (LanceStore in its in-process
+#: Every store computes BM25 with ragline.text.bm25 (LanceStore in its in-process
 #: index), so every store analyses every language alike.
 
 

@@ -1,4 +1,4 @@
-"""KeywordIndex: the exhaustive scorer's BM25 (store/bm25.py) from sparse postings."""
+"""KeywordIndex: the exhaustive scorer's BM25 (text/bm25.py) from sparse postings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 import scipy.sparse as sp
 from tests.store.contract import make_chunk
 
-from ragline.store.bm25 import (
+from ragline.store.keyword_index import KeywordIndex, compact, stacked_csc
+from ragline.store.vector_index import top_k
+from ragline.text.bm25 import (
     KEYWORD_FIELDS,
     FieldStats,
     FieldTerms,
@@ -19,8 +21,6 @@ from ragline.store.bm25 import (
     query_counts,
     tokenize,
 )
-from ragline.store.keyword_index import KeywordIndex, compact, stacked_csc
-from ragline.store.vector_index import top_k
 from ragline.types import Chunk
 
 WORDS = [
@@ -43,7 +43,7 @@ def corpus(n: int, seed: int) -> list[Chunk]:
 
 
 def exhaustive(chunks: list[Chunk], query: str, boosts: tuple[float, ...]) -> list[float]:
-    """store/bm25.py's reference scorer over every chunk, with no index."""
+    """text/bm25.py's reference scorer over every chunk, with no index."""
     terms = [chunk_terms(c) for c in chunks]
     stats = {f: FieldStats.of(t[f] for t in terms) for f in KEYWORD_FIELDS}
     q = tokenize(query)

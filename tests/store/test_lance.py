@@ -23,14 +23,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.store.base import DocumentWrite, FieldBoosts, Store, StoreError
+from ragline.store.base import DocumentWrite, Store, StoreError
 from ragline.store.lance import (
     LanceStore,
     VectorIndexPlan,
     plan_vector_index,
     sanitize_fts_query,
 )
-from ragline.types import Chunk
+from ragline.types import Chunk, FieldBoosts
 
 #: The store tests' shared helpers (tests/ has no packages: contract.py by path).
 _contract = runpy.run_path(str(Path(__file__).with_name("contract.py")))

@@ -12,12 +12,11 @@ import pytest
 from tests.store.contract import DIM, unit, write
 
 from ragline.store import lance_memory
-from ragline.store.base import FieldBoosts
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.lance import LanceStore
 from ragline.store.stages import STAGES
 from ragline.store.vector_index import VectorIndex
-from ragline.types import Filters
+from ragline.types import FieldBoosts, Filters
 
 TEXTS = [
     "Gradient descent follows the negative gradient of the loss.",

@@ -20,12 +20,12 @@ import psycopg
 import pytest
 
 from ragline.embed.base import ModelFingerprint
-from ragline.store import bm25
-from ragline.store.base import DocumentWrite, FieldBoosts
+from ragline.store.base import DocumentWrite
 from ragline.store.filters import to_sql_predicate
 from ragline.store.postgres import PostgresStore
 from ragline.store.postgres import bm25 as postgres_bm25
-from ragline.types import Chunk, DocumentRecord
+from ragline.text import bm25
+from ragline.types import Chunk, DocumentRecord, FieldBoosts
 
 DIM = 4
 VOCAB = 400

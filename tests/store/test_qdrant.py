@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from qdrant_client import models
 
-from ragline.store import bm25, qdrant
+from ragline.store import qdrant
 from ragline.store.base import DocumentWrite, StoreError
 from ragline.store.qdrant import SPARSE, QdrantStore, make_client
+from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
 DIM = 8

@@ -35,8 +35,8 @@ from ragline.answer.generators.base import (
     Generator,
     Message,
 )
+from ragline.answer.generators.prompt import GENERATOR_DECLINED
 from ragline.answer.judging import ContextEvidence, ReaderJudge, judge_context
-from ragline.answer.prompt import GENERATOR_DECLINED
 from ragline.answer.reading import ReaderBars
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results

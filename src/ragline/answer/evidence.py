@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ragline.store.bm25 import tf_weight, tokenize
+from ragline.text.bm25 import tf_weight, tokenize
 from ragline.text.language import query_language
 
 if TYPE_CHECKING:

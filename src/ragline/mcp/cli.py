@@ -22,16 +22,22 @@ def mcp_command(
     The process works in one tenant: the files of the index are the caller's own,
     so no API key is asked for (the HTTP endpoint /mcp of `ragline serve` checks keys).
     """
+    from pydantic import ValidationError
+
     from ragline.engine import Ragline
     from ragline.mcp.server import LocalBackend, build_server
-    from ragline.serve.cli import settings_or_exit
+    from ragline.settings import Settings, invalid_setting
 
     update: dict[str, object] = {}
     if tenant is not None:
         update["tenant"] = tenant
     if index is not None:
         update["index_dir"] = index
-    settings = settings_or_exit(update)
+    try:
+        settings = Settings(**update)  # type: ignore[arg-type]
+    except ValidationError as e:  # a usage error (exit 2) naming the setting
+        typer.echo(f"error: {invalid_setting(e)}", err=True)
+        raise typer.Exit(2) from None
     rag = Ragline(settings)
     try:
         _ = rag.embedder  # load the model before the first call, not during it

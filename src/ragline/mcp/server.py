@@ -3,7 +3,7 @@ one index, on the official MCP Python SDK (``MCPServer``).
 
 Every tool works in one tenant, which :class:`ToolBackend` resolves for each call: the
 configured tenant over stdio (``ragline mcp``), the API key's tenant over HTTP
-(``/mcp`` on ``ragline serve``, see :mod:`ragline.mcp.http`). Search filters always
+(``/mcp`` on ``ragline serve``, see :mod:`ragline.serve.mcp`). Search filters always
 carry that tenant, and a document or chunk of another tenant is as absent as an
 unknown one, as in the HTTP API. Engine calls block, so they run in worker threads.
 """
@@ -22,7 +22,9 @@ from pydantic import BaseModel, Field
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline
 from ragline.mcp.tools import ask_payload, chunk_payload, document_payload, search_payload
-from ragline.serve.validation import (
+from ragline.store.base import StoreError
+from ragline.types import Answer, DocumentRecord, SearchResult
+from ragline.validation import (
     MARKUP_FACTOR,
     RequestProblem,
     check_range,
@@ -30,8 +32,6 @@ from ragline.serve.validation import (
     clean_field,
     clean_text,
 )
-from ragline.store.base import StoreError
-from ragline.types import Answer, DocumentRecord, SearchResult
 
 INSTRUCTIONS = (
     "ragline answers questions from an indexed document collection. Use `ask` for a "

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ragline.store.bm25 import STOP_WORDS as ENGLISH_STOP_WORDS
-from ragline.store.bm25 import split_words
 from ragline.text import words as lang_words
+from ragline.text.bm25 import STOP_WORDS as ENGLISH_STOP_WORDS
+from ragline.text.bm25 import split_words
 from ragline.text.language import query_language
 
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from ragline.fusion import reciprocal_rank_fusion
 from ragline.retrieve.conversation import Complete
-from ragline.retrieve.fusion import reciprocal_rank_fusion
 from ragline.types import Hit, SearchResult
 
 EXPAND_PROMPT = (

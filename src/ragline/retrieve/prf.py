@@ -1,6 +1,6 @@
 """Query preprocessing on the keyword side: pseudo-relevance feedback and definitions.
 
-Both are pure functions over analysed terms (``ragline.store.bm25``), measured by
+Both are pure functions over analysed terms (``ragline.text.bm25``), measured by
 ``benchmarks/query_expansion.py`` before any is switched on (see
 benchmarks/results/query_expansion.md).
 
@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from ragline.store.bm25 import tokenize
+from ragline.text.bm25 import tokenize
 
 _LEAD = re.compile(
     r"^\s*(?:#+[^\n]*\n+)*\s*(?:(?:the|an?|un|una|une|el|la|le|les)\s+)?[*_`]{0,2}(?P<subject>[^\n.,;:*_`]{2,60}?)[*_`]{0,2}"

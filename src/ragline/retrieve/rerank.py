@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from ragline.store.bm25 import split_words
+from ragline.text.bm25 import split_words
 from ragline.types import Chunk, Hit
 
 if TYPE_CHECKING:

@@ -15,18 +15,18 @@ from typing import Literal, get_args
 import numpy as np
 
 from ragline.embed.base import Embedder, Vectors
+from ragline.fusion import rrf_scored, weighted_pairs
 from ragline.retrieve.expand import (
     RelatedChunksReader,
     expand_graph,
     expand_neighbours,
     related_by_index,
 )
-from ragline.retrieve.fusion import Fused, Scored, rrf_scored, weighted_pairs
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
 from ragline.store.base import Ranking, Store
 from ragline.text.language import query_language
-from ragline.types import Filters, Hit, SearchResult
+from ragline.types import Filters, Fused, Hit, Scored, SearchResult
 
 SearchMode = Literal["bm25", "vector", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)

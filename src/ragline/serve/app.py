@@ -30,8 +30,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from ragline.engine import Ragline
-from ragline.mcp.http import mount_mcp
 from ragline.serve.errors import install_error_handlers
+from ragline.serve.mcp import mount_mcp
 from ragline.serve.middleware import ServeMiddleware
 from ragline.serve.openapi import install_openapi
 from ragline.serve.routes import answers, conversations, documents, ops, search

@@ -18,8 +18,8 @@ from ragline.serve.middleware import CALLER_KEY, client_ip
 from ragline.serve.querylog import QueryLogRow
 from ragline.serve.requestlog import mark_logged
 from ragline.serve.state import Caller, ServeState
-from ragline.serve.validation import RequestProblem
 from ragline.types import Answer
+from ragline.validation import RequestProblem
 
 
 async def get_state(request: Request) -> ServeState:

@@ -15,8 +15,8 @@ from starlette.routing import Match
 from ragline.serve import schemas as s
 from ragline.serve.routing import flat_routes
 from ragline.serve.state import log
-from ragline.serve.validation import RequestProblem
 from ragline.store.base import StoreError
+from ragline.validation import RequestProblem
 
 ERROR_CODES = {
     400: "invalid_request",

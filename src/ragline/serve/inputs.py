@@ -7,10 +7,10 @@ from typing import Any, cast
 
 from ragline.answer.answerer import SearchOptions
 from ragline.serve import schemas as s
-from ragline.serve.validation import RequestProblem, check_range, clean_field
 from ragline.settings import Settings
 from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
 from ragline.types import Filters
+from ragline.validation import RequestProblem, check_range, clean_field
 
 
 def clean_question(value: str, field: str, settings: Settings) -> str:

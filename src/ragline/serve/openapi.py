@@ -9,9 +9,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from ragline.serve.schemas import QUESTION_FIELDS
-from ragline.serve.validation import MARKUP_FACTOR
 from ragline.settings import Settings
 from ragline.store.filters import CHUNK_FILTER_FIELDS, INT32_FIELDS
+from ragline.validation import MARKUP_FACTOR
 
 
 def install_openapi(app: FastAPI, settings: Settings) -> None:

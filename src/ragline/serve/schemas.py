@@ -1,7 +1,7 @@
 """Request and response models of the HTTP API: what the OpenAPI document shows.
 
 Request text fields are cleaned and length-checked against the settings by the
-handlers (see :mod:`ragline.serve.validation`); the limits shown in the OpenAPI
+handlers (see :mod:`ragline.validation`); the limits shown in the OpenAPI
 document are filled in from the same settings when the app is built.
 """
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.errors import FaultError
-from ragline.retrieve.fusion import Fused, weighted_pairs
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.fusion import weighted_pairs
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 
 class StoreError(FaultError):
@@ -194,15 +194,6 @@ def check_writes(items: Sequence[DocumentWrite], dimension: int) -> list[Vectors
     return checked
 
 
-@dataclass(frozen=True, slots=True)
-class FieldBoosts:
-    """BM25 weight per field: matches in titles and headings count for more."""
-
-    title: float = 2.0
-    headings: float = 1.5
-    text: float = 1.0
-
-
 #: A ranking by id: (chunk id, score) pairs, best first.
 Ranking = list[tuple[str, float]]
 
@@ -215,7 +206,7 @@ class Store(Protocol):
     whole chunks only for the hits it returns:
 
     1. candidates: :meth:`vector_candidates` (cosine) and :meth:`keyword_candidates`
-       (BM25, the scores of :mod:`ragline.store.bm25`), or both at once with
+       (BM25, the scores of :mod:`ragline.text.bm25`), or both at once with
        :meth:`hybrid_candidates`;
     2. rows: :meth:`chunks_with_vectors` for the ids that are kept.
 
@@ -307,7 +298,7 @@ class Store(Protocol):
         limit: int | None = None,
     ) -> tuple[list[Fused], dict[str, float]]:
         """:meth:`hybrid_candidates` fused by weighted min-max
-        (:func:`~ragline.retrieve.fusion.weighted_pairs`, ``weights`` = vector,
+        (:func:`~ragline.fusion.weighted_pairs`, ``weights`` = vector,
         keyword), the first ``limit`` only (all when None), with the milliseconds of
         ``vector``, ``keyword`` and ``fusion``."""
         ...

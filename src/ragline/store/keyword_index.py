@@ -1,4 +1,4 @@
-"""BM25 from in-memory postings: :mod:`ragline.store.bm25`'s scores, from sparse matrices.
+"""BM25 from in-memory postings: :mod:`ragline.text.bm25`'s scores, from sparse matrices.
 
 One ``docs × terms`` CSC matrix of term frequencies per BM25 field (title,
 headings, text), built with ragline's own analyser (:func:`bm25.chunk_terms`),
@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from ragline.store.bm25 import K1, KEYWORD_FIELDS, B, FieldTerms
 from ragline.store.vector_index import top_k_positive
+from ragline.text.bm25 import K1, KEYWORD_FIELDS, B, FieldTerms
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

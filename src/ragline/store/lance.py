@@ -67,22 +67,20 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.retrieve.fusion import Fused, weighted_positions
+from ragline.fusion import weighted_positions
+from ragline.store.arrow import arrow_to_chunks, arrow_vectors
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
     check_writes,
-    chunk_from_row,
     metadata_json,
     takes_new_dimension,
 )
-from ragline.store.bm25 import query_counts
 from ragline.store.filters import (
     DOCUMENT_FILTER_FIELDS,
     and_predicates,
@@ -94,7 +92,8 @@ from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
 from ragline.store.vector_index import IntArray
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.text.bm25 import query_counts
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 T = TypeVar("T")
 
@@ -237,22 +236,6 @@ def chunks_to_arrow(chunks: Sequence[Chunk], vectors: Vectors, dimension: int) -
     arrays = [pa.array(columns[f.name], f.type) for f in schema if f.name != "vector"]
     arrays.append(_vector_array(vecs, dimension))
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def arrow_to_chunks(table: pa.Table | pa.RecordBatch) -> list[Chunk]:
-    """Rows (with at least :data:`CHUNK_COLUMNS`) back into Chunks, column-wise."""
-    cols = [table.column(name).to_pylist() for name in CHUNK_COLUMNS]
-    return [chunk_from_row(row) for row in zip(*cols, strict=True)]
-
-
-def arrow_vectors(table: pa.Table | pa.RecordBatch, dimension: int) -> Vectors:
-    """The ``vector`` column as an (n, dimension) float32 matrix (no Python loop)."""
-    col = table.column("vector")
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if len(arr) == 0:
-        return np.zeros((0, dimension), dtype=np.float32)
-    values = arr.flatten().to_numpy(zero_copy_only=False)
-    return np.asarray(values, dtype=np.float32).reshape(len(arr), dimension)
 
 
 def _document_to_row(record: DocumentRecord) -> dict[str, Any]:

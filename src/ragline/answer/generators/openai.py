@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
-from ragline.answer.prompt import build_messages
+from ragline.answer.generators.prompt import build_messages
 from ragline.retry import RetryPolicy, error_message, is_retryable, parse_retry_after
 
 

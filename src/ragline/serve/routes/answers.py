@@ -22,10 +22,10 @@ from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import answer_body, citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, Caller, ServeState, log, new_query_id
-from ragline.serve.validation import RequestProblem
 from ragline.settings import Settings
 from ragline.store.base import StoreError
 from ragline.types import Answer
+from ragline.validation import RequestProblem
 
 router = APIRouter(tags=["answers"])
 

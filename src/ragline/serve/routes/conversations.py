@@ -11,7 +11,7 @@ from ragline.serve import schemas as s
 from ragline.serve.conversations import Conversation
 from ragline.serve.deps import CallerDep, StateDep
 from ragline.serve.errors import ERROR_RESPONSES, LOOKUP_RESPONSES
-from ragline.serve.validation import RequestProblem
+from ragline.validation import RequestProblem
 
 router = APIRouter(tags=["conversations"])
 

@@ -15,14 +15,14 @@ from ragline.serve.deps import CallerDep, StateDep, wait_ready
 from ragline.serve.documents import UploadRecord, now_iso
 from ragline.serve.errors import ERROR_RESPONSES, LOOKUP_RESPONSES, engine_error
 from ragline.serve.state import ServeState
-from ragline.serve.validation import (
+from ragline.store.base import StoreError
+from ragline.types import DocumentRecord
+from ragline.validation import (
     RequestProblem,
     UploadName,
     check_upload_content,
     upload_name,
 )
-from ragline.store.base import StoreError
-from ragline.types import DocumentRecord
 
 router = APIRouter(tags=["documents"])
 

@@ -28,14 +28,14 @@ from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, ServeState, log, new_query_id
-from ragline.serve.validation import (
+from ragline.store.base import StoreError
+from ragline.types import Answer
+from ragline.validation import (
     RequestProblem,
     check_unicode,
     clean_field,
     clean_text,
 )
-from ragline.store.base import StoreError
-from ragline.types import Answer
 
 ENDPOINT = "/v1/chat/completions"
 CREATED = int(time.time())

@@ -2,7 +2,7 @@
 
 Chroma ranks no keyword query locally (its sparse/BM25 search is server-cloud
 only; ``where_document`` is an unscored filter), so ragline keeps the postings
-itself and scores them with :mod:`ragline.store.bm25`, the same analyser and
+itself and scores them with :mod:`ragline.text.bm25`, the same analyser and
 formula as every other store. The file is a *cache of the collection*: it
 records the store generation it mirrors, and the store rebuilds it from Chroma
 whenever that differs from the generation in Chroma (another client wrote, a
@@ -26,10 +26,10 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ragline.store import bm25
-from ragline.store.base import FieldBoosts, metadata_json
+from ragline.store.base import metadata_json
 from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, Filters
+from ragline.text import bm25
+from ragline.types import Chunk, FieldBoosts, Filters
 
 #: Field number of each BM25 field in the ``postings`` table.
 FIELD_NUMBER = {name: i for i, name in enumerate(bm25.KEYWORD_FIELDS)}

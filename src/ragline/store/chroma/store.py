@@ -15,7 +15,7 @@ Why it is built the way it is:
 
 * Embeddings are always passed (``embedding_function=None``): Chroma's default
   embedding function would try to download a model.
-* Keyword search ranks with ragline's BM25 (:mod:`ragline.store.bm25`) from the
+* Keyword search ranks with ragline's BM25 (:mod:`ragline.text.bm25`) from the
   SQLite term index, because Chroma ranks no keyword query outside its cloud.
   Every write moves the store to a new *generation* (a random token) recorded
   both in Chroma's ``store`` record and in the term index; a read that finds them
@@ -53,12 +53,10 @@ from typing import Any
 import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.store import bm25
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -69,7 +67,8 @@ from ragline.store.chroma.bm25 import TermIndex
 from ragline.store.chroma.client import chunk_metadata, make_client, metadata_chunk, to_where
 from ragline.store.chroma.journal import Journal
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Chunk, DocumentRecord, Filters
+from ragline.text import bm25
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 FORMAT_VERSION = 1
 _STORE_ID = "store"

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ragline.embed.base import ModelFingerprint
-from ragline.store import bm25
 from ragline.store.base import CHUNK_COLUMNS, StoreError, chunk_from_row, metadata_json
 from ragline.store.filters import CHUNK_METADATA_FILTERS
+from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
 FORMAT_VERSION = 1

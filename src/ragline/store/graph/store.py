@@ -16,7 +16,7 @@ every statement lives. Why it is built the way it is:
   postings kept in the graph: ``(:Chunk)-[:HAS_TERM {tf}]->(:Term {k, df})`` per
   field, plus the per-field chunk count and total length in one ``Bm25`` node,
   all maintained inside the same transaction as the chunks. A query computes
-  the IDFs from those statistics (:mod:`ragline.store.bm25`) and one Cypher
+  the IDFs from those statistics (:mod:`ragline.text.bm25`) and one Cypher
   statement sums the saturated term weights per chunk and field and keeps the
   best boosted field. Scores are exact at all times (no ``optimize()`` lag).
 * **Vector search** uses the HNSW vector index; a filtered search takes
@@ -40,11 +40,9 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.store import bm25
 from ragline.store.base import (
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -63,7 +61,8 @@ from ragline.store.graph.schema import (
     term_counts,
     term_key,
 )
-from ragline.types import Chunk, DocumentRecord, Filters, Hit
+from ragline.text import bm25
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
 
 _WRITE_BATCH = 128
 _PAGE = 1000

@@ -68,8 +68,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from ragline.store import bm25
-from ragline.store.base import FieldBoosts
+from ragline.text import bm25
+from ragline.types import FieldBoosts
 
 #: Postings (estimated from document frequencies) the threshold probe reads at
 #: least: the rarest terms are added until their lists reach this size. Chosen on
@@ -221,7 +221,7 @@ def keyword_sql(pred: str, boosts: FieldBoosts, k1: float, b: float, select: str
     """One statement scoring BM25 over every posting of the query terms (exhaustive).
 
     Per field f: Σ over query terms of qtf·idf_f·(k1+1)·tf / (tf + k1·(1−b+b·dl/avgdl_f)),
-    and a chunk's score is max_f boost_f·score_f (see :mod:`ragline.store.bm25`).
+    and a chunk's score is max_f boost_f·score_f (see :mod:`ragline.text.bm25`).
     The CTEs are materialised and the postings read per query term through a
     LATERAL index lookup, so the plan never scans the postings table whatever
     the planner guesses; candidates are then joined to their chunks (filters)

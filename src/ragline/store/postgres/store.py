@@ -12,7 +12,7 @@ Why it is built the way it is:
   frequency per field and ``ragline_corpus`` the chunk count and summed field
   lengths. Every write updates all three in the same transaction as the chunks,
   so a query computes idf and avgdl from exact, current statistics, with the
-  tokeniser and formula of :mod:`ragline.store.bm25` (LanceDB's, so scores
+  tokeniser and formula of :mod:`ragline.text.bm25` (LanceDB's, so scores
   agree across stores). No extension beyond pgvector is needed. By default a
   query reads each term's postings packed in parts by impact (written by
   :meth:`optimize`) plus the rows of newer chunks, and scores them in numpy,
@@ -48,13 +48,11 @@ from psycopg_pool import PoolTimeout
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.retry import RetryPolicy
-from ragline.store import bm25
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
     ClosesOnExit,
     DocumentWrite,
-    FieldBoosts,
     SearchDefaults,
     StoreError,
     check_vectors,
@@ -66,7 +64,8 @@ from ragline.store.postgres import bm25 as pg_bm25
 from ragline.store.postgres import writes
 from ragline.store.postgres.pool import Connections, redact_url
 from ragline.store.postgres.schema import apply_migrations, check_schema, hnsw_name
-from ragline.types import Chunk, DocumentRecord, Filters
+from ragline.text import bm25
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 T = TypeVar("T")
 

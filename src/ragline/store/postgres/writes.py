@@ -18,8 +18,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ragline.embed.base import Vectors
-from ragline.store import bm25
 from ragline.store.base import CHUNK_COLUMNS, DOCUMENT_COLUMNS, metadata_json
+from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
 #: COPY column list and binary types of a chunk row.

@@ -1,7 +1,7 @@
 """Merge ranked lists of hits from several retrievers into one ranking.
 
-The functions are pure and work on ids and scores (:class:`Scored` in,
-:class:`Fused` out), so retrieval fuses candidates before any chunk is loaded;
+The functions are pure and work on ids and scores (:class:`~ragline.types.Scored` in,
+:class:`~ragline.types.Fused` out), so retrieval fuses candidates before any chunk is loaded;
 ``reciprocal_rank_fusion`` and ``weighted_fusion`` do the same on lists of
 :class:`~ragline.types.Hit` (inputs never mutated). An entry keeps the first
 ``vector_score`` / ``keyword_score`` any list gave it, so later stages (threshold,
@@ -25,31 +25,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ragline.types import Hit
+from ragline.types import Fused, Hit, Scored
 
 Normalisation = Literal["minmax", "none"]
-
-
-@dataclass(frozen=True, slots=True)
-class Scored:
-    """One entry of a ranked list, known by id: the score this list ranks it by, and
-    the cosine / BM25 score it carries (the fused result keeps the first of each)."""
-
-    id: str
-    score: float
-    vector_score: float | None = None
-    keyword_score: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Fused:
-    """One entry of a fused ranking (``rank`` is 1-based)."""
-
-    id: str
-    score: float
-    rank: int
-    vector_score: float | None
-    keyword_score: float | None
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from ragline.store.bm25 import chunk_terms, query_counts, split_words, tokenize
+from ragline.text.bm25 import chunk_terms, query_counts, split_words, tokenize
 from ragline.types import Chunk
 
 

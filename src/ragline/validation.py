@@ -1,4 +1,5 @@
-"""Input rules of the HTTP API: text cleaned before it is measured, limits from settings.
+"""Input rules of the HTTP API and the MCP tools: text cleaned before it is measured,
+limits from settings (one module below both, so neither imports the other).
 
 HTML is stripped (tags dropped, ``script``/``style`` bodies dropped, entities decoded)
 and whitespace collapsed *before* the length checks, so markup can neither smuggle a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragline.serve.validation import MARKUP_FACTOR, RequestProblem, clean_field, clean_text
+from ragline.validation import MARKUP_FACTOR, RequestProblem, clean_field, clean_text
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ and ``Hit.keyword_score`` means the same thing everywhere.
 
 What LanceDB 0.40 does for ragline's FTS index (``lance._FTS_CONFIG``; read
 from lance's ``lance-index``/``lance-tokenizer`` sources and checked against a
-real table, see ``tests/store/test_bm25.py``), in order:
+real table, see ``tests/store/test_contract.py``), in order:
 
 1. ``simple`` tokeniser: split on every character that is not alphanumeric
    (Unicode letters and numbers; ``_``, ``'``, ``-`` and ``.`` split).

@@ -9,18 +9,27 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.retrieve.conftest import build_chunk
 
-from ragline.retrieve.fusion import (
-    Scored,
+from ragline.fusion import (
     reciprocal_rank_fusion,
     weighted_fusion,
     weighted_pairs,
     weighted_positions,
     weighted_scored,
 )
-from ragline.types import Hit
+from ragline.types import Hit, Scored
 
 HitFactory = Callable[..., Hit]
+
+
+@pytest.fixture(scope="module")
+def make_hit() -> HitFactory:
+    def _hit(cid: str, score: float = 0.0, **kw: Any) -> Hit:
+        chunk_kw = {k: kw.pop(k) for k in list(kw) if k not in Hit.__dataclass_fields__}
+        return Hit(chunk=build_chunk(cid, **chunk_kw), score=score, **kw)
+
+    return _hit
 
 
 def ids(hits: list[Hit]) -> list[str]:

@@ -20,7 +20,7 @@ import pytest
 from watchfiles import Change
 
 from ragline.engine import Ragline
-from ragline.ingest.watch import ChangeCount, SyncEvent, count, relevant, watch_folder
+from ragline.watch import ChangeCount, SyncEvent, count, relevant, watch_folder
 
 REPO = Path(__file__).resolve().parents[2]
 EXTS = (".md", ".txt")
