@@ -1,9 +1,10 @@
 """Helpers the benchmark scripts share, so each script holds only its measurement.
 
 The machine description and the load wait are in :mod:`machine` (re-exported from
-the package); this module has what the scripts used to copy: percentiles, the
-``ragline eval`` SciFact index of a cache folder, loading a helper module by path
-(the test servers), and printing a result table and writing it out.
+the package); this module has what the scripts used to copy: the shared data
+folder, percentiles, JSON lines, the ``ragline eval`` SciFact index of a cache
+folder, loading a helper module by path (the test servers), and printing a result
+table and writing it out. The scale scripts' corpus is ``search_scale.synthetic_corpus``.
 
 Named ``benchlib``, not ``common``: ``benchmarks/peers/common.py`` is another
 module, imported by the peer scripts, and two top-level ``common`` modules would
@@ -24,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from ragline.eval.index import MANIFEST
-from ragline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 #: Where scripts cache collected rows between runs (git-ignored).
@@ -59,12 +59,6 @@ def eval_index(cache_dir: Path) -> tuple[Path, str]:
     manifest_path = next(cache_dir.glob(f"*/{MANIFEST}"))
     key = str(json.loads(manifest_path.read_text())["key"])
     return manifest_path.parent, f"eval-{key[:16]}"
-
-
-def eval_settings(cache_dir: Path) -> Settings:
-    """Default settings pointed at the ``ragline eval`` index in ``cache_dir``."""
-    folder, tenant = eval_index(cache_dir)
-    return Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
 
 
 def load_module(name: str, path: Path) -> ModuleType:
