@@ -44,7 +44,6 @@ reuse it). Writes benchmarks/results/answers.md (and prints it).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -55,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchlib import SHARED, load_jsonl
 from ragline.answer.confidence import confidence_score
 from ragline.answer.generators.base import Delta, GenerationRequest, Generator
 from ragline.engine import Ragline
@@ -64,16 +64,6 @@ from ragline.types import Answer, Hit
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "benchmarks" / "data"
-
-
-def default_d2l() -> Path:
-    env = os.environ.get("RAGLINE_SHARED_DATA")
-    return (Path(env) if env else REPO.parent / "shared" / "data") / "d2l-en"
-
-
-def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open() as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def calibrate_minimum(inside: list[float], outside: list[float]) -> float:
@@ -163,7 +153,7 @@ def p(values: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", type=Path, default=Path(tempfile.gettempdir()) / "ragline-bench-d2l")
-    ap.add_argument("--d2l", type=Path, default=default_d2l())
+    ap.add_argument("--d2l", type=Path, default=SHARED / "d2l-en")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/answers.md")
     args = ap.parse_args()
 

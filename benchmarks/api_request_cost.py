@@ -32,6 +32,7 @@ import httpx
 import numpy as np
 
 from api_throughput import queries_from
+from benchlib import emit
 from machine import command_line, load_average, machine_lines
 from ragline.engine import Ragline
 from ragline.serve.app import create_app
@@ -134,10 +135,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        with args.out.open("a") as f:
-            f.write(text + "\n")
+    emit(text, args.out, append=True)
 
 
 if __name__ == "__main__":

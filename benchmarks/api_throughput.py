@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchlib import emit
 from machine import command_line, load_average, machine_lines
 from ragline.eval.synthetic import Window, pseudo_queries
 from ragline.settings import Settings
@@ -218,9 +219,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

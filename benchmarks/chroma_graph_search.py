@@ -16,26 +16,17 @@ Run: python benchmarks/chroma_graph_search.py [--scales 100000] [--out FILE]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from benchlib import load_module, pct
 from machine import command_line, load_average, machine_lines, wait_for_quiet
 from ragline.embed.onnx import OnnxEmbedder
 from ragline.eval.synthetic import (
-    PrecomputedEmbedder,
-    Synthetic,
-    beir_windows,
     build_index,
-    distinct_shuffled,
-    embed_texts,
-    markdown_windows,
 )
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
@@ -46,22 +37,12 @@ from search_scale import (
     Latency,
     corpus_args,
     exact_recall,
-    load_queries,
     measure,
-    pct,
+    synthetic_corpus,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "chroma_graph.md"
-
-
-def load_servers() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_servers", REPO / "tests" / "servers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_servers"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -75,21 +56,14 @@ def main() -> None:
     scales = sorted(int(s) for s in args.scales.split(","))
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
 
-    pool = beir_windows(args.data / "scifact" / "corpus.jsonl", args.window, args.stride)
-    pool += markdown_windows(args.data / "d2l-en", args.window, args.stride)
-    pool = distinct_shuffled(pool, args.seed)
-    all_queries = load_queries(args.data / "scifact" / "queries.jsonl", args.warmup + args.queries)
-    warm, queries = all_queries[: args.warmup], all_queries[args.warmup :]
     embedder = OnnxEmbedder(threads=args.threads)
-    t0 = time.perf_counter()
-    real = embedder.embed_documents(embed_texts(pool[: args.embed], TENANT))
-    embed_seconds = time.perf_counter() - t0
-    data = Synthetic(pool, real, args.sigma, args.seed)
-    precomputed = PrecomputedEmbedder(embedder, all_queries)
-    qvecs = np.stack([precomputed.embed_query(q) for q in queries])
+    corpus = synthetic_corpus(args, embedder)
+    pool, warm, queries = corpus.pool, corpus.warm, corpus.queries
+    data, precomputed, qvecs = corpus.data, corpus.precomputed, corpus.qvecs
+    embed_seconds = corpus.embed_seconds
     print(f"embedded {args.embed} rows in {embed_seconds:.0f} s", file=sys.stderr, flush=True)
 
-    servers = load_servers()
+    servers = load_module("bench_servers", REPO / "tests" / "servers.py")
     started: list[Any] = []
     loads: list[float] = [load_average()[0]]
     table: list[str] = []

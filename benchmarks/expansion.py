@@ -15,29 +15,18 @@ Writes benchmarks/results/expansion.md (and prints it).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from benchlib import SHARED, load_jsonl, load_module
 from ragline.engine import Ragline
 from ragline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _answers() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_answers", REPO / "benchmarks/answers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_answers"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 CONFIGS = {
@@ -49,15 +38,15 @@ CONFIGS = {
 
 
 def main() -> None:
-    bench = _answers()
+    bench = load_module("bench_answers", REPO / "benchmarks/answers.py")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", type=Path, default=Path(tempfile.gettempdir()) / "ragline-bench-d2l")
-    ap.add_argument("--d2l", type=Path, default=bench.default_d2l())
+    ap.add_argument("--d2l", type=Path, default=SHARED / "d2l-en")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/expansion.md")
     args = ap.parse_args()
     load = os.getloadavg()
-    questions = bench.load_jsonl(REPO / "benchmarks/data/d2l_questions.jsonl")
-    oos = bench.load_jsonl(REPO / "benchmarks/data/out_of_scope.jsonl")
+    questions = load_jsonl(REPO / "benchmarks/data/d2l_questions.jsonl")
+    oos = load_jsonl(REPO / "benchmarks/data/out_of_scope.jsonl")
     rag = Ragline(Settings(index_dir=args.index))
     t0 = time.perf_counter()
     report = rag.ingest(args.d2l)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from benchlib import REPO, WORK
 from ragline.answer.context import Context, build_context
 from ragline.answer.evidence import FEATURES, EvidenceWeights
 from ragline.answer.judging import judge_context
@@ -49,12 +50,6 @@ from ragline.engine import Ragline
 from ragline.eval.distractor import contains_answer, in_expected, without
 from ragline.settings import Settings
 from ragline.types import Hit
-
-REPO = Path(__file__).resolve().parents[1]
-WORK = REPO / "benchmarks" / ".work"
-SHARED = Path(os.environ.get("RAGLINE_SHARED_DATA", REPO.parent / "shared" / "data"))
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/data")
 
 Label = Callable[[Context, int, str], bool]
 

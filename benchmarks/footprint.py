@@ -217,6 +217,10 @@ def main() -> None:
             head = [
                 "# Footprint: ragline, the in-memory baseline and txtai",
                 "",
+                "Produced by `python benchmarks/footprint.py` (one section a run, appended; "
+                "benchmarks/search_core_run.sh runs it per index; each section gives its "
+                "exact command).",
+                "",
                 *machine_lines(loads),
             ]
             args.out.write_text("\n".join(head) + "\n", encoding="utf-8")

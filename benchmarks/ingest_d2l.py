@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchlib import emit
 from machine import Phase, command_line, load_average, machine_lines, wait_for_quiet
 from ragline.embed.base import Embedder
 from ragline.embed.factory import make_embedder
@@ -386,9 +387,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import lancedb
 import numpy as np
 import simsimd
 
+from benchlib import emit
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
 from ragline.settings import Settings
@@ -138,9 +139,7 @@ def main() -> None:
     loads.append(load_average()[0])
     head = ["# The int8 vector scan: recall and speed", "", *machine_lines(loads)]
     text = "\n".join([*head, *lines]) + "\n"
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -14,26 +14,20 @@ must be identical (same rows, same float64 scores); the script stops otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from benchlib import emit, eval_index, pct
 from machine import command_line, load_average, machine_lines
 from ragline.eval.beir import load_beir
-from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import Window, pseudo_queries
 from ragline.settings import Settings
 from ragline.store.factory import make_store
 from ragline.store.filters import to_sql_predicate
 from ragline.store.vector_index import top_k
 from ragline.text.bm25 import query_counts
-
-
-def pct(xs: Sequence[float], q: float) -> float:
-    return float(np.percentile(xs, q)) if xs else 0.0
 
 
 def main() -> None:
@@ -51,10 +45,7 @@ def main() -> None:
 
     settings = Settings()
     if args.cache_dir:
-        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
-        manifest = json.loads(manifest_path.read_text())
-        folder = manifest_path.parent
-        tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
+        folder, tenant = eval_index(args.cache_dir)
         label = "the `ragline eval` SciFact index"
     else:
         folder, tenant, label = args.index_dir, settings.tenant, f"index {args.index_dir}"
@@ -143,9 +134,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit(text, args.out)
     store.close()
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchlib import emit, load_jsonl
 from machine import command_line, load_average, machine_lines
 from ragline.answer.generators.base import Message
 from ragline.answer.i18n import FALLBACK
@@ -103,10 +104,6 @@ ENGLISH_PHRASES = (
     "answer-worthy",
     "no passage",
 )
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def pages(questions: list[dict[str, Any]]) -> list[str]:
@@ -216,8 +213,8 @@ def main() -> None:
         del MODELS[label]
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     loads = [load_average()[0]]
-    questions = read_jsonl(DATA / "languages_questions.jsonl")
-    followups = read_jsonl(DATA / "followups.jsonl")
+    questions = load_jsonl(DATA / "languages_questions.jsonl")
+    followups = load_jsonl(DATA / "followups.jsonl")
     DISTRACTORS[:] = distractors(args.data, {q["target"] for q in questions}, args.distractors)
     subset = pages(questions)
     by_lang: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -455,9 +452,7 @@ def main() -> None:
         lines.append("Not run (the English e5 index was not built in time).")
     lines.append("")
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

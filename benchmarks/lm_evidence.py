@@ -64,11 +64,8 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-WORK = REPO / "benchmarks" / ".work"
-SHARED = Path(os.environ.get("RAGLINE_SHARED_DATA", REPO.parent / "shared" / "data"))
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/data")
+from benchlib import REPO, WORK
+
 #: Per set: the collected contexts, the LM scores, and the text that leads into the
 #: claim or question (the same with and without a passage).
 SETS = {

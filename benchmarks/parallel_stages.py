@@ -22,7 +22,6 @@ existing index read-only (nothing is built or written):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -30,12 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from benchlib import emit, eval_index, pct
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
 from ragline.eval.beir import load_beir
-from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import PrecomputedEmbedder, Window, pseudo_queries
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
@@ -44,10 +41,6 @@ from ragline.store.stages import STAGES, SpareCores
 from ragline.types import Chunk
 
 NEVER = 10**12  # a row threshold no table reaches: the stages run one after the other
-
-
-def pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q))
 
 
 def main() -> None:
@@ -70,9 +63,7 @@ def main() -> None:
         tenant = Settings().tenant
         label = f"synthetic {args.synthetic:,} rows ({folder})"
     else:
-        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
-        folder = manifest_path.parent
-        tenant = f"eval-{str(json.loads(manifest_path.read_text())['key'])[:16]}"
+        folder, tenant = eval_index(args.cache_dir)
         label = "SciFact (`ragline eval` index)"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
     store = make_store(settings, embedder.dimension)
@@ -197,10 +188,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        with args.out.open("a", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+    emit(text, args.out, append=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchlib import pct
 from machine import command_line, load_average, machine_lines
 from postgres_search import kept_server, start_server, stored_rows
 from ragline.embed.base import ModelFingerprint
@@ -37,7 +38,7 @@ from ragline.eval.synthetic import (
     markdown_windows,
 )
 from ragline.store.postgres import PostgresStore
-from search_scale import TENANT, pct
+from search_scale import TENANT
 
 DATA = Path("/work/shared/data")
 DIM = 16

@@ -29,7 +29,6 @@ Needs ``bm25s`` (``pip install bm25s==0.3.16``), only for the baseline.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -42,11 +41,11 @@ import bm25s
 import numpy as np
 import snowballstemmer
 
+from benchlib import emit, eval_index, pct
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
 from ragline.engine import Ragline
 from ragline.eval.beir import load_beir
-from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import (
     PrecomputedEmbedder,
     Synthetic,
@@ -58,10 +57,6 @@ from ragline.retrieve.retriever import Retriever, fuse, to_hits
 from ragline.settings import Settings
 from ragline.store.factory import make_store
 from ragline.types import Chunk
-
-
-def pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q))
 
 
 class Baseline:
@@ -202,10 +197,7 @@ def main() -> None:
         tenant = Settings().tenant
         label = f"synthetic index of {args.synthetic:,} rows over the chunks of {args.pool}"
     else:
-        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
-        manifest = json.loads(manifest_path.read_text())
-        folder = manifest_path.parent
-        tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
+        folder, tenant = eval_index(args.cache_dir)
         label = "the `ragline eval` SciFact index"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
     stores = {"in-process mirror": make_store(settings, embedder.dimension)}
@@ -371,9 +363,7 @@ def main() -> None:
             "",
         ]
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    emit(text, args.out)
     print(f"loads: {loads}", file=sys.stderr)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 import ragline.embed.onnx as onnx_module
 from api_throughput import queries_from
+from benchlib import emit
 from machine import command_line, load_average, machine_lines
 from ragline.embed.base import Vectors
 from ragline.embed.coalesce import CoalescingEmbedder
@@ -160,10 +161,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        with args.out.open("a") as f:
-            f.write(text + "\n")
+    emit(text, args.out, append=True)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchlib import emit
 from machine import command_line, load_average, machine_lines
 from ragline.answer.generators import make_generator
 from ragline.answer.rewriters import make_expander
@@ -406,9 +407,7 @@ def main() -> None:
         label = names[v[0]].format(a=v[1], b=v[2])
         lines.append(f"| {label} | " + " | ".join(f"{r[v]:.4f}" for r in results.values()) + " |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

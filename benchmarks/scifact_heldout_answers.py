@@ -15,17 +15,15 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 
 from rich.progress import Progress
 
+from benchlib import SHARED
 from ragline.eval.answers import load_claims
 from ragline.eval.answers_run import run_answers
 from ragline.eval.cli import _claims_corpus, _open_index
 from ragline.eval.index import indexed_text
 from ragline.settings import Settings
-
-SHARED = Path("/work/shared/data")
 
 
 def main() -> None:

@@ -36,7 +36,11 @@ python api_throughput.py "$work/scale-100000" --pool-index "$work/pool" --out "$
 rm -f "$results/core_api_request_cost_100000.md"
 python api_request_cost.py "$work/scale-100000" --pool-index "$work/pool" \
   --out "$results/core_api_request_cost_100000.md"
-/usr/bin/time -v python mirror_memory.py "$work/scale-1000000" > "$results/core_memory_1000000.txt" 2>&1
+{
+  echo "Produced by \`/usr/bin/time -v python mirror_memory.py $work/scale-1000000\`" \
+    "(benchmarks/search_core_run.sh, run from benchmarks/; the output of both below)."
+  /usr/bin/time -v python mirror_memory.py "$work/scale-1000000"
+} > "$results/core_memory_1000000.txt" 2>&1
 rm -f "$results/core_footprint.md"
 python footprint.py --cache-dir "$cache" --label "SciFact (9,133 chunks)" --txtai --out "$results/core_footprint.md"
 for n in 10000 100000; do

@@ -24,18 +24,15 @@ and its pool (``profile_search.py --synthetic N --work-dir DIR`` builds them):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from benchlib import emit, eval_index, pct
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
 from ragline.eval.beir import load_beir
-from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import PrecomputedEmbedder
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
@@ -56,10 +53,6 @@ class PairsFusion:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
-
-
-def pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q))
 
 
 def main() -> None:
@@ -84,10 +77,7 @@ def main() -> None:
         texts = queries_from(args.pool_index, n)
         label = f"synthetic index {args.index}"
     else:
-        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
-        manifest = json.loads(manifest_path.read_text())
-        folder = manifest_path.parent
-        tenant = f"eval-{str(manifest['key'])[:16]}"  # as ragline.eval.index names it
+        folder, tenant = eval_index(args.cache_dir)
         texts = list(load_beir(args.data, "train").queries.values())[:n]
         label = "the `ragline eval` SciFact index (train queries)"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
@@ -152,9 +142,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import statistics
 import sys
 import time
@@ -35,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from benchlib import emit, eval_index, pct
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
 from ragline.eval.beir import load_beir
-from ragline.eval.index import MANIFEST
 from ragline.eval.synthetic import PrecomputedEmbedder, Window, pseudo_queries
 from ragline.retrieve.retriever import Retriever, to_hits
 from ragline.settings import Settings
@@ -55,10 +54,6 @@ def every_field(result: Any) -> list[dict[str, Any]]:
         row["types"] = [type(v).__name__ for v in row.values()]
         out.append(row)
     return out
-
-
-def pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q))
 
 
 def main() -> None:
@@ -85,9 +80,7 @@ def main() -> None:
         tenant = Settings().tenant
         label = f"synthetic index of {args.synthetic:,} rows"
     else:
-        manifest_path = next(args.cache_dir.glob(f"*/{MANIFEST}"))
-        folder = manifest_path.parent
-        tenant = f"eval-{str(json.loads(manifest_path.read_text())['key'])[:16]}"
+        folder, tenant = eval_index(args.cache_dir)
         label = "the `ragline eval` SciFact index"
     update = {"index_dir": folder, "tenant": tenant, "relevance_threshold": args.threshold}
     new_s = Settings().model_copy(update=update)
@@ -185,9 +178,7 @@ def main() -> None:
             f"| {pct(after, 95):.3f} | {ratio:.2f} |"
         )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

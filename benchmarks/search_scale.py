@@ -55,6 +55,7 @@ import pyarrow as pa
 from lancedb.background_loop import LOOP
 from lancedb.query import FullTextOperator, MultiMatchQuery
 
+from benchlib import emit, pct
 from machine import Phase, command_line, load_average, machine_lines, wait_for_quiet
 from ragline.embed.base import Vectors
 from ragline.embed.onnx import OnnxEmbedder
@@ -62,6 +63,7 @@ from ragline.eval.synthetic import (
     DOC_CHUNKS,
     PrecomputedEmbedder,
     Synthetic,
+    Window,
     beir_windows,
     build_index,
     distinct_shuffled,
@@ -83,10 +85,6 @@ TENANT = "default"
 
 
 # -------------------------------------------------------------------- latency
-
-
-def pct(xs: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs, dtype=np.float64), q))
 
 
 @dataclass(slots=True)
@@ -282,6 +280,44 @@ def load_queries(path: Path, n: int) -> list[str]:
         return [json.loads(line)["text"] for line in f][:n]
 
 
+@dataclass(slots=True)
+class Corpus:
+    """The synthetic corpus and timed queries of a scale run (see :func:`synthetic_corpus`)."""
+
+    pool: list[Window]
+    n_sci: int  # windows from SciFact (the first ones before shuffling)
+    warm: list[str]
+    queries: list[str]
+    data: Synthetic
+    precomputed: PrecomputedEmbedder
+    qvecs: np.ndarray
+    embed_seconds: float
+
+
+def synthetic_corpus(
+    args: argparse.Namespace,
+    embedder: OnnxEmbedder,
+    settle: Callable[[list[Window]], None] = lambda pool: None,
+) -> Corpus:
+    """Windows of SciFact abstracts and d2l-en prose (distinct, shuffled), the first
+    ``--embed`` of them embedded for real (timed, after ``settle(pool)``), and the
+    SciFact queries with their vectors; the options are :func:`corpus_args`'s."""
+    pool = beir_windows(args.data / "scifact" / "corpus.jsonl", args.window, args.stride)
+    n_sci = len(pool)
+    pool += markdown_windows(args.data / "d2l-en", args.window, args.stride)
+    pool = distinct_shuffled(pool, args.seed)
+    all_queries = load_queries(args.data / "scifact" / "queries.jsonl", args.warmup + args.queries)
+    warm, queries = all_queries[: args.warmup], all_queries[args.warmup :]
+    settle(pool)
+    t0 = time.perf_counter()
+    real = embedder.embed_documents(embed_texts(pool[: args.embed], TENANT))
+    embed_seconds = time.perf_counter() - t0
+    data = Synthetic(pool, real, args.sigma, args.seed)
+    precomputed = PrecomputedEmbedder(embedder, all_queries)
+    qvecs = np.stack([precomputed.embed_query(q) for q in queries])
+    return Corpus(pool, n_sci, warm, queries, data, precomputed, qvecs, embed_seconds)
+
+
 def corpus_args(ap: argparse.ArgumentParser, out: Path, scales: str, max_wait: float) -> None:
     """The options of the synthetic corpus and the timed queries, shared with
     benchmarks/postgres_search.py."""
@@ -309,22 +345,17 @@ def main() -> None:
     scales = sorted(int(s) for s in args.scales.split(","))
     settings = Settings(embed_threads=args.threads)
 
-    pool = beir_windows(args.data / "scifact" / "corpus.jsonl", args.window, args.stride)
-    n_sci = len(pool)
-    pool += markdown_windows(args.data / "d2l-en", args.window, args.stride)
-    pool = distinct_shuffled(pool, args.seed)
-    all_queries = load_queries(args.data / "scifact" / "queries.jsonl", args.warmup + args.queries)
-    warm, queries = all_queries[: args.warmup], all_queries[args.warmup :]
-
     embedder = OnnxEmbedder(threads=args.threads)
-    embedder.embed_documents([w.text for w in pool[:64]])  # warm-up
-    loads = [wait_for_quiet(args.max_load, args.max_wait)]
-    t0 = time.perf_counter()
-    real = embedder.embed_documents(embed_texts(pool[: args.embed], TENANT))
-    embed_seconds = time.perf_counter() - t0
-    data = Synthetic(pool, real, args.sigma, args.seed)
-    precomputed = PrecomputedEmbedder(embedder, all_queries)
-    qvecs = np.stack([precomputed.embed_query(q) for q in queries])
+    loads: list[float] = []
+
+    def settle(pool: list[Window]) -> None:
+        embedder.embed_documents([w.text for w in pool[:64]])  # warm-up
+        loads.append(wait_for_quiet(args.max_load, args.max_wait))
+
+    corpus = synthetic_corpus(args, embedder, settle)
+    pool, n_sci, warm, queries = corpus.pool, corpus.n_sci, corpus.warm, corpus.queries
+    data, precomputed, qvecs = corpus.data, corpus.precomputed, corpus.qvecs
+    embed_seconds = corpus.embed_seconds
 
     sections: list[str] = []
     summary: list[str] = []
@@ -473,9 +504,7 @@ def main() -> None:
         "",
     ]
     text = "\n".join(lines) + kept_findings(args.out)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

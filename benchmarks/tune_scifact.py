@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -45,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from benchlib import SHARED
 from machine import command_line, load_average, machine_lines
 from ragline.embed.factory import make_embedder
 from ragline.eval.answers import load_questions
@@ -64,11 +64,6 @@ GRID_TITLE_BOOSTS = (1.0, 2.0)  # plus BM25's best, if another
 CANDIDATES = (50, 100, 200)
 THRESHOLDS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 TOP_K = 10
-
-
-def default_data() -> Path:
-    env = os.environ.get("RAGLINE_SHARED_DATA")
-    return (Path(env) if env else REPO.parent / "shared" / "data") / "scifact"
 
 
 def _slim(hit: Hit) -> Hit:
@@ -235,7 +230,7 @@ def bm25_variant(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=default_data())
+    ap.add_argument("--data", type=Path, default=SHARED / "scifact")
     ap.add_argument("--cache-dir", type=Path, default=None, help="eval index cache")
     ap.add_argument("--depth", type=int, default=300, help="chunks cached per retriever")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/tuning.md")

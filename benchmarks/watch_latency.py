@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchlib import emit
 from machine import command_line, load_average, machine_lines
 from ragline.engine import Ragline
 from ragline.settings import Settings
@@ -119,9 +120,7 @@ def main() -> None:
         f"| file deleted → its chunks gone | {deleted:.3f} s | — |",
     ]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":
