@@ -141,6 +141,24 @@ class Settings(BaseSettings):
         description="Largest front matter per document (as JSON); it is copied onto every "
         "chunk, so a larger one fails that file alone.",
     )
+    max_unpacked_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Zip-based files (docx, pptx, xlsx, odt, epub) whose members declare "
+        "more bytes in all fail alone, before any parser opens them.",
+    )
+    max_unpack_ratio: int = Field(
+        500,
+        ge=2,
+        description="A zip member over 1 MiB inflating more times than this fails its file "
+        "(zip bomb).",
+    )
+    max_sheet_cells: int = Field(
+        1_000_000,
+        ge=1,
+        description="Cells one spreadsheet sheet or CSV file may hold (empty ones padded "
+        "included); a larger one fails alone.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

@@ -34,7 +34,7 @@ from ragline.ingest.discover import chapter_of, discover, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
 from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
-from ragline.ingest.parse import OcrOptions, parse_file
+from ragline.ingest.parse import OcrOptions, ParseLimits, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
@@ -188,7 +188,8 @@ class Indexer:
             f"max_file_bytes={self.settings.max_file_bytes};"
             f"max_metadata_bytes={self.settings.max_metadata_bytes};"
             f"ocr={self.settings.ocr}:{self.settings.ocr_languages}:{self.settings.ocr_dpi};"
-            f"pdf_tables={self.settings.pdf_tables}"
+            f"pdf_tables={self.settings.pdf_tables};"
+            f"{parse_limits(self.settings).key()}"
         )
         total_bytes = sum(s.size for s in plan.to_index)
         done_bytes = 0
@@ -356,6 +357,7 @@ class Indexer:
             ocr=ocr_options(self.settings),
             max_metadata_bytes=self.settings.max_metadata_bytes,
             pdf_tables=self.settings.pdf_tables,
+            limits=parse_limits(self.settings),
         )
         report.add_stage("parse", time.perf_counter() - t0)
         chapter = chapter_of(state.path, base)
@@ -499,6 +501,15 @@ class Indexer:
         c.files += 1
         c.chunks += chunks
         c.tokens += tokens
+
+
+def parse_limits(settings: Settings) -> ParseLimits:
+    """The bounds on what one file may cost to parse (zip bombs, huge sheets)."""
+    return ParseLimits(
+        max_unpacked_bytes=settings.max_unpacked_bytes,
+        max_unpack_ratio=settings.max_unpack_ratio,
+        max_sheet_cells=settings.max_sheet_cells,
+    )
 
 
 def ocr_options(settings: Settings) -> OcrOptions | None:
