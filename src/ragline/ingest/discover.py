@@ -50,11 +50,24 @@ def not_a_file(path: Path) -> str | None:
     return "not a regular file"
 
 
+def outside_link(path: Path, root: Path) -> str | None:
+    """Why a symbolic link ``path`` may not be read: it leads outside ``root`` (a
+    link to /etc/passwd must not make that file searchable); None when it stays
+    inside or is no link. ``root`` is resolved."""
+    if not path.is_symlink():
+        return None
+    target = resolved(path)
+    if target == root or root in target.parents:
+        return None
+    return "symbolic link to a file outside the ingested folder (not followed)"
+
+
 def discover(root: Path, extensions: Iterable[str]) -> Discovery:
     """Supported files under ``root`` (or ``root`` itself), sorted, absolute.
 
     Hidden files and folders (``.git``, the ``.ragline`` index itself) are
-    skipped; symlinked folders are not followed, so a link loop cannot hang a run.
+    skipped; symlinked folders are not followed, so a link loop cannot hang a run;
+    a linked file is read only when its target is inside ``root`` too.
     Raises FileNotFoundError only when ``root`` does not exist at all.
     """
     exts = {e.lower() for e in extensions}
@@ -78,7 +91,7 @@ def discover(root: Path, extensions: Iterable[str]) -> Discovery:
             path = Path(dirpath) / name
             if path.suffix.lower() not in exts:
                 continue
-            problem = not_a_file(path)
+            problem = not_a_file(path) or outside_link(path, root)
             if problem is None:
                 out.files.append(path)
             else:
