@@ -159,6 +159,13 @@ class Settings(BaseSettings):
         description="Cells one spreadsheet sheet or CSV file may hold (empty ones padded "
         "included); a larger one fails alone.",
     )
+    chunk_max_chars: int = Field(
+        16_000,
+        ge=1000,
+        le=1_000_000,
+        description="Hard cap on a chunk's characters, whatever its token count (a line "
+        "without spaces counts as one token); longer chunks are cut.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
