@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,3 +52,28 @@ def test_a_link_out_is_not_searchable_and_is_reported(
     assert "outside the ingested folder" in failed["passwd.txt"]
     hits = rag.search("vault combination nineteen seventy one", mode="bm25", top_k=5).hits
     assert all("vault" not in h.chunk.text for h in hits)
+
+
+def test_names_that_are_not_utf8_are_reported_not_fatal(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    """A file name with a Latin-1 byte crashed every ingest of its folder."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "giraffe.md").write_text(GOOD)
+    raw = os.fsencode(corpus)
+    with open(os.path.join(raw, b"caf\xe9.md"), "w") as f:
+        f.write("# Cafe\n\nCoffee is served hot.\n")
+    os.mkdir(os.path.join(raw, b"d\xefr"))
+    with open(os.path.join(raw, b"d\xefr", b"inside.md"), "w") as f:
+        f.write("# Inside\n\nHidden by its folder name.\n")
+    rag = make_rag()
+    report = rag.ingest(corpus)
+    assert report.indexed == ["giraffe.md"]
+    failed = {f.path: f.reason for f in report.failed}
+    assert set(failed) == {"caf\\xe9.md", "d\\xefr"}
+    assert "not valid UTF-8" in failed["caf\\xe9.md"]
+    saved = json.loads((rag.reports_dir / "last-ingest.json").read_text(encoding="utf-8"))
+    assert {f["path"] for f in saved["failed"]} == set(failed)
+    again = rag.ingest(corpus)  # and again: nothing changed, nothing crashes
+    assert again.skipped == ["giraffe.md"] and len(again.failed) == 2

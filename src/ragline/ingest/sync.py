@@ -30,7 +30,7 @@ import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.ingest.chunk import Chunker
-from ragline.ingest.discover import chapter_of, discover, resolved
+from ragline.ingest.discover import chapter_of, discover, escaped, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
 from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
@@ -155,7 +155,7 @@ class Indexer:
         paths = found.files
         report.files = len(paths) + len(found.rejected)
         for path, problem in found.rejected:
-            report.failed.append(FileFailure(_relative(path, base), problem))
+            report.failed.append(FileFailure(escaped(_relative(path, base)), problem))
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
 
         t0 = time.perf_counter()
