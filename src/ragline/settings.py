@@ -154,10 +154,19 @@ class Settings(BaseSettings):
         "(zip bomb).",
     )
     max_sheet_cells: int = Field(
-        1_000_000,
+        200_000,
         ge=1,
         description="Cells one spreadsheet sheet or CSV file may hold (empty ones padded "
         "included); a larger one fails alone.",
+    )
+    max_markdown_lines: int = Field(
+        200_000,
+        ge=1,
+        description="Longer Markdown files fail alone, before they are parsed (parse time "
+        "and memory grow with lines).",
+    )
+    max_pdf_pages: int = Field(
+        5_000, ge=1, description="PDFs with more pages fail alone, before any page is read."
     )
     chunk_max_chars: int = Field(
         16_000,

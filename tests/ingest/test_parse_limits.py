@@ -132,7 +132,7 @@ def test_rows_padded_to_the_last_column_are_refused(tmp_path: Path, gen: ModuleT
     with pytest.raises(IngestError) as err:
         parse_file(Path("wide.xlsx"), data, max_bytes=MiB)
     assert "sheet 'Suppliers'" in err.value.reason
-    assert "RAGLINE_MAX_SHEET_CELLS" in err.value.reason and "1,000,000" in err.value.reason
+    assert "RAGLINE_MAX_SHEET_CELLS" in err.value.reason and "200,000" in err.value.reason
 
 
 def test_csv_cells_are_capped() -> None:
@@ -162,3 +162,34 @@ def test_a_bomb_fails_alone_and_keeps_what_was_stored(
     assert rag.store.count_chunks() == before  # the old chunks of handbook.docx stay
     hits = rag.search("gearbox oil replaced every 18 months", top_k=3).hits
     assert hits and hits[0].chunk.source.endswith("handbook.docx")
+
+
+def test_markdown_with_too_many_lines_is_refused_before_parsing() -> None:
+    """A million one-line headings parsed for minutes into gigabytes."""
+    data = "".join(f"# Heading {i}\n" for i in range(2001)).encode()
+    limits = ParseLimits(max_markdown_lines=2000)
+    with pytest.raises(IngestError) as err:
+        parse_file(Path("many.md"), data, max_bytes=MiB, limits=limits)
+    assert err.value.source == "many.md"
+    assert "2,002 lines" in err.value.reason and "RAGLINE_MAX_MARKDOWN_LINES" in err.value.reason
+    ok = parse_file(Path("ok.md"), data, max_bytes=MiB, limits=ParseLimits())
+    assert len(ok.blocks) == 2001
+
+
+def test_pdf_with_too_many_pages_is_refused_before_reading_them() -> None:
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(3000):
+        writer.add_blank_page(width=200, height=200)
+    out = io.BytesIO()
+    writer.write(out)
+    data = out.getvalue()
+    assert len(data) < MiB
+    with pytest.raises(IngestError) as err:
+        parse_file(
+            Path("long.pdf"), data, max_bytes=MiB, ocr=None, limits=ParseLimits(max_pdf_pages=1000)
+        )
+    assert (
+        err.value.reason == "PDF has 3,000 pages, over the limit of 1,000 (RAGLINE_MAX_PDF_PAGES)"
+    )

@@ -542,6 +542,8 @@ def parse_limits(settings: Settings) -> ParseLimits:
         max_unpacked_bytes=settings.max_unpacked_bytes,
         max_unpack_ratio=settings.max_unpack_ratio,
         max_sheet_cells=settings.max_sheet_cells,
+        max_markdown_lines=settings.max_markdown_lines,
+        max_pdf_pages=settings.max_pdf_pages,
     )
 
 

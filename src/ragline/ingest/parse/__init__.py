@@ -15,7 +15,7 @@ from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.ebook import parse_epub
 from ragline.ingest.parse.html import parse_html
 from ragline.ingest.parse.image import parse_image
-from ragline.ingest.parse.limits import ParseLimits, check_archive
+from ragline.ingest.parse.limits import ParseLimits, check_archive, check_lines
 from ragline.ingest.parse.markdown import parse_markdown
 from ragline.ingest.parse.ocr import OcrOptions
 from ragline.ingest.parse.pdf import parse_pdf
@@ -125,7 +125,7 @@ def parse_file(
     if suffix in _BINARY_PARSERS:  # all zip archives: refuse a bomb before any parser opens it
         check_archive(data, source, limits)
     if suffix == ".pdf":
-        doc = parse_pdf(data, source, ocr, tables=pdf_tables)
+        doc = parse_pdf(data, source, ocr, tables=pdf_tables, max_pages=limits.max_pdf_pages)
     elif suffix in IMAGE_SUFFIXES:
         doc = parse_image(data, source, ocr)
     elif suffix == ".xlsx":
@@ -134,6 +134,10 @@ def parse_file(
         doc = _BINARY_PARSERS[suffix](data, source)
     elif suffix == ".csv":
         doc = parse_csv(_decode(data, source, suffix), source, limits)
+    elif suffix in (".md", ".markdown"):
+        text = _decode(data, source, suffix)
+        check_lines(source, text, limits)
+        doc = parse_markdown(text, source)
     else:
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:

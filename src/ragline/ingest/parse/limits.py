@@ -18,7 +18,9 @@ from ragline.ingest.errors import IngestError
 #: Defaults of the settings of the same names (see docs/configuration.md for why).
 DEFAULT_MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_UNPACK_RATIO = 500
-DEFAULT_MAX_SHEET_CELLS = 1_000_000
+DEFAULT_MAX_SHEET_CELLS = 200_000
+DEFAULT_MAX_MARKDOWN_LINES = 200_000
+DEFAULT_MAX_PDF_PAGES = 5_000
 #: Members this small are never judged by their ratio: a few kilobytes of
 #: repeated XML (an empty style table) legitimately compress very well.
 RATIO_FLOOR_BYTES = 1024 * 1024
@@ -31,13 +33,17 @@ class ParseLimits:
     max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
     max_unpack_ratio: int = DEFAULT_MAX_UNPACK_RATIO
     max_sheet_cells: int = DEFAULT_MAX_SHEET_CELLS
+    max_markdown_lines: int = DEFAULT_MAX_MARKDOWN_LINES
+    max_pdf_pages: int = DEFAULT_MAX_PDF_PAGES
 
     def key(self) -> str:
         """The limits as text, for remembering which limits judged a failed file."""
         return (
             f"max_unpacked_bytes={self.max_unpacked_bytes};"
             f"max_unpack_ratio={self.max_unpack_ratio};"
-            f"max_sheet_cells={self.max_sheet_cells}"
+            f"max_sheet_cells={self.max_sheet_cells};"
+            f"max_markdown_lines={self.max_markdown_lines};"
+            f"max_pdf_pages={self.max_pdf_pages}"
         )
 
 
@@ -90,4 +96,18 @@ def check_cells(source: str, what: str, cells: int, limits: ParseLimits) -> None
             None,
             f"{what} has more than {limits.max_sheet_cells:,} cells "
             "(RAGLINE_MAX_SHEET_CELLS); split the file or raise the limit",
+        )
+
+
+def check_lines(source: str, text: str, limits: ParseLimits) -> None:
+    """Refuse Markdown of more than ``max_markdown_lines`` lines before it is
+    parsed: the parser's time and memory grow with lines (a million one-line
+    headings took minutes and gigabytes), and counting them is cheap."""
+    lines = text.count("\n") + 1
+    if lines > limits.max_markdown_lines:
+        raise IngestError(
+            source,
+            None,
+            f"Markdown file has {lines:,} lines, over the limit of "
+            f"{limits.max_markdown_lines:,} (RAGLINE_MAX_MARKDOWN_LINES)",
         )
