@@ -168,6 +168,9 @@ class Settings(BaseSettings):
     max_pdf_pages: int = Field(
         5_000, ge=1, description="PDFs with more pages fail alone, before any page is read."
     )
+    max_html_tags: int = Field(
+        200_000, ge=1, description="HTML files with more tags fail alone, before they are parsed."
+    )
     chunk_max_chars: int = Field(
         16_000,
         ge=1000,

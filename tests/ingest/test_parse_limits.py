@@ -193,3 +193,20 @@ def test_pdf_with_too_many_pages_is_refused_before_reading_them() -> None:
     assert (
         err.value.reason == "PDF has 3,000 pages, over the limit of 1,000 (RAGLINE_MAX_PDF_PAGES)"
     )
+
+
+def test_html_with_too_many_tags_is_refused_before_parsing() -> None:
+    """A million nested <div> built a tree for 27 CPU-seconds, then hit the recursion limit."""
+    nested = "<html><body>" + "<div>" * 3000 + "deep" + "</div>" * 3000 + "</body></html>"
+    with pytest.raises(IngestError) as err:
+        parse_file(
+            Path("deep.html"),
+            nested.encode(),
+            max_bytes=MiB,
+            limits=ParseLimits(max_html_tags=5000),
+        )
+    assert err.value.source == "deep.html"
+    assert "6,004 tags" in err.value.reason and "RAGLINE_MAX_HTML_TAGS" in err.value.reason
+    # under the tag cap, nesting past the recursion limit is a clear error, not a crash
+    with pytest.raises(IngestError, match="nested too deeply"):
+        parse_file(Path("deep.html"), nested.encode(), max_bytes=MiB)

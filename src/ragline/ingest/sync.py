@@ -544,6 +544,7 @@ def parse_limits(settings: Settings) -> ParseLimits:
         max_sheet_cells=settings.max_sheet_cells,
         max_markdown_lines=settings.max_markdown_lines,
         max_pdf_pages=settings.max_pdf_pages,
+        max_html_tags=settings.max_html_tags,
     )
 
 

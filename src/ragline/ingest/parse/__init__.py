@@ -15,7 +15,7 @@ from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.ebook import parse_epub
 from ragline.ingest.parse.html import parse_html
 from ragline.ingest.parse.image import parse_image
-from ragline.ingest.parse.limits import ParseLimits, check_archive, check_lines
+from ragline.ingest.parse.limits import ParseLimits, check_archive, check_lines, check_tags
 from ragline.ingest.parse.markdown import parse_markdown
 from ragline.ingest.parse.ocr import OcrOptions
 from ragline.ingest.parse.pdf import parse_pdf
@@ -138,6 +138,13 @@ def parse_file(
         text = _decode(data, source, suffix)
         check_lines(source, text, limits)
         doc = parse_markdown(text, source)
+    elif suffix in (".html", ".htm"):
+        text = _decode(data, source, suffix)
+        check_tags(source, text, limits)
+        try:
+            doc = parse_html(text, source)
+        except RecursionError as exc:  # a parser walks the tree recursively
+            raise IngestError(source, None, "HTML nested too deeply to parse") from exc
     else:
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:

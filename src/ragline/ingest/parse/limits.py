@@ -21,6 +21,7 @@ DEFAULT_MAX_UNPACK_RATIO = 500
 DEFAULT_MAX_SHEET_CELLS = 200_000
 DEFAULT_MAX_MARKDOWN_LINES = 200_000
 DEFAULT_MAX_PDF_PAGES = 5_000
+DEFAULT_MAX_HTML_TAGS = 200_000
 #: Members this small are never judged by their ratio: a few kilobytes of
 #: repeated XML (an empty style table) legitimately compress very well.
 RATIO_FLOOR_BYTES = 1024 * 1024
@@ -35,6 +36,7 @@ class ParseLimits:
     max_sheet_cells: int = DEFAULT_MAX_SHEET_CELLS
     max_markdown_lines: int = DEFAULT_MAX_MARKDOWN_LINES
     max_pdf_pages: int = DEFAULT_MAX_PDF_PAGES
+    max_html_tags: int = DEFAULT_MAX_HTML_TAGS
 
     def key(self) -> str:
         """The limits as text, for remembering which limits judged a failed file."""
@@ -43,7 +45,8 @@ class ParseLimits:
             f"max_unpack_ratio={self.max_unpack_ratio};"
             f"max_sheet_cells={self.max_sheet_cells};"
             f"max_markdown_lines={self.max_markdown_lines};"
-            f"max_pdf_pages={self.max_pdf_pages}"
+            f"max_pdf_pages={self.max_pdf_pages};"
+            f"max_html_tags={self.max_html_tags}"
         )
 
 
@@ -110,4 +113,18 @@ def check_lines(source: str, text: str, limits: ParseLimits) -> None:
             None,
             f"Markdown file has {lines:,} lines, over the limit of "
             f"{limits.max_markdown_lines:,} (RAGLINE_MAX_MARKDOWN_LINES)",
+        )
+
+
+def check_tags(source: str, html: str, limits: ParseLimits) -> None:
+    """Refuse HTML with more than ``max_html_tags`` tags (``<`` counted, an upper
+    bound) before it is parsed: building the tree costs per element (a million
+    nested ``<div>`` took 27 CPU-seconds, then failed on the nesting)."""
+    tags = html.count("<")
+    if tags > limits.max_html_tags:
+        raise IngestError(
+            source,
+            None,
+            f"HTML file has {tags:,} tags, over the limit of {limits.max_html_tags:,} "
+            "(RAGLINE_MAX_HTML_TAGS)",
         )
