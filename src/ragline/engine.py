@@ -19,7 +19,7 @@ from ragline.answer.suggestions import corpus_topics
 from ragline.embed.base import Embedder
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
-from ragline.ingest.chunk import Chunker, RecursiveChunker, SectionChunker
+from ragline.ingest.chunk import CappedChunker, Chunker, RecursiveChunker, SectionChunker
 from ragline.ingest.report import IngestReport
 from ragline.ingest.sync import Indexer, ProgressCallback
 from ragline.ingest.web import PageCache, ingest_web, is_url
@@ -60,18 +60,22 @@ def parse_filter(expr: str) -> tuple[str, Scalar]:
 def make_chunker(
     settings: Settings, count_tokens: TokenCounter, name: ChunkerName | None = None
 ) -> Chunker:
+    """The configured chunker, capped at ``chunk_max_chars`` characters a chunk."""
+    inner: Chunker
     if (name or settings.chunker) == "recursive":
-        return RecursiveChunker(
+        inner = RecursiveChunker(
             count_tokens,
             chunk_chars=settings.recursive_chunk_chars,
             overlap_chars=settings.recursive_overlap_chars,
         )
-    return SectionChunker(
-        count_tokens,
-        max_tokens=settings.effective_chunk_max_tokens,
-        overlap_tokens=settings.chunk_overlap_tokens,
-        min_tokens=settings.chunk_min_tokens,
-    )
+    else:
+        inner = SectionChunker(
+            count_tokens,
+            max_tokens=settings.effective_chunk_max_tokens,
+            overlap_tokens=settings.chunk_overlap_tokens,
+            min_tokens=settings.chunk_min_tokens,
+        )
+    return CappedChunker(inner, count_tokens, settings.chunk_max_chars)
 
 
 @dataclass(frozen=True, slots=True)

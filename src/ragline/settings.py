@@ -141,6 +141,43 @@ class Settings(BaseSettings):
         description="Largest front matter per document (as JSON); it is copied onto every "
         "chunk, so a larger one fails that file alone.",
     )
+    max_unpacked_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Zip-based files (docx, pptx, xlsx, odt, epub) whose members declare "
+        "more bytes in all fail alone, before any parser opens them.",
+    )
+    max_unpack_ratio: int = Field(
+        500,
+        ge=2,
+        description="A zip member over 1 MiB inflating more times than this fails its file "
+        "(zip bomb).",
+    )
+    max_sheet_cells: int = Field(
+        200_000,
+        ge=1,
+        description="Cells one spreadsheet sheet or CSV file may hold (empty ones padded "
+        "included); a larger one fails alone.",
+    )
+    max_markdown_lines: int = Field(
+        200_000,
+        ge=1,
+        description="Longer Markdown files fail alone, before they are parsed (parse time "
+        "and memory grow with lines).",
+    )
+    max_pdf_pages: int = Field(
+        5_000, ge=1, description="PDFs with more pages fail alone, before any page is read."
+    )
+    max_html_tags: int = Field(
+        200_000, ge=1, description="HTML files with more tags fail alone, before they are parsed."
+    )
+    chunk_max_chars: int = Field(
+        16_000,
+        ge=1000,
+        le=1_000_000,
+        description="Hard cap on a chunk's characters, whatever its token count (a line "
+        "without spaces counts as one token); longer chunks are cut.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

@@ -243,3 +243,49 @@ def test_in_scope_matches_whole_path_segments() -> None:
     assert in_scope("/data/docs/a.md", Path("/data/docs"))
     assert not in_scope("/data/docs-old/a.md", Path("/data/docs"))
     assert in_scope("/data/docs/a.md", Path("/data/docs/a.md"))
+
+
+def test_chunks_left_without_a_record_are_removed(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    """A crash between a batch's chunk commit and its record commit, then the file
+    deleted: its chunks stayed searchable, listed by no record, removable by no API.
+    Made here on the real LanceDB index by deleting a record behind the store's back."""
+    import lancedb
+
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    rag.ingest(corpus)
+    octopus = next(r for r in rag.store.documents() if r.source.endswith("octopus.md"))
+    path = rag.store.path  # type: ignore[attr-defined]
+    rag.close()
+    lancedb.connect(path).open_table("documents").delete(f"doc_id = '{octopus.doc_id}'")
+    (corpus / "animals" / "octopus.md").unlink()
+
+    rag = make_rag()
+    assert "octopus.md" in ids(rag, "three hearts blue blood", "bm25")[0]  # the ghost
+    report = rag.ingest(corpus)
+    assert report.failed == [] and report.deleted == []
+    assert report.orphans_removed == [octopus.source]
+    assert not any("octopus" in s for s in ids(rag, "three hearts blue blood", "bm25"))
+    assert rag.store.count_chunks() == sum(r.chunk_count for r in rag.store.documents())
+    assert rag.ingest(corpus).orphans_removed == []  # nothing left to find
+
+
+def test_a_file_whose_record_was_lost_is_indexed_again(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    """The same crash while the file is still there: its chunks are replaced, never doubled."""
+    import lancedb
+
+    corpus = write_corpus(tmp_path / "corpus")
+    rag = make_rag()
+    first = rag.ingest(corpus)
+    zebra = next(r for r in rag.store.documents() if r.source.endswith("zebra.md"))
+    path = rag.store.path  # type: ignore[attr-defined]
+    rag.close()
+    lancedb.connect(path).open_table("documents").delete(f"doc_id = '{zebra.doc_id}'")
+    rag = make_rag()
+    report = rag.ingest(corpus)
+    assert report.indexed == ["animals/zebra.md"]
+    assert rag.store.count_chunks() == first.index_chunks

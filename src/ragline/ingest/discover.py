@@ -9,11 +9,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+_NOT_UTF8_FILE = "file name is not valid UTF-8 (shown escaped); rename the file to index it"
+_NOT_UTF8_FOLDER = "folder name is not valid UTF-8 (shown escaped); its files are not read"
+
 
 @dataclass(slots=True)
 class Discovery:
     """The files a run reads, and the entries named like documents that cannot be
-    read as files (a FIFO, a socket, a symlink loop, a broken link), with why."""
+    read as files (a FIFO, a socket, a symlink loop, a broken link, a link out of
+    the root, a name that is not UTF-8), with why."""
 
     files: list[Path] = field(default_factory=list)
     rejected: list[tuple[Path, str]] = field(default_factory=list)
@@ -50,11 +54,38 @@ def not_a_file(path: Path) -> str | None:
     return "not a regular file"
 
 
+def escaped(name: str) -> str:
+    """A file name as text that can be stored and printed: bytes that are not
+    UTF-8 (kept by Python as surrogates) shown as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def outside_link(path: Path, root: Path) -> str | None:
+    """Why a symbolic link ``path`` may not be read: it leads outside ``root`` (a
+    link to /etc/passwd must not make that file searchable); None when it stays
+    inside or is no link. ``root`` is resolved."""
+    if not path.is_symlink():
+        return None
+    target = resolved(path)
+    if target == root or root in target.parents:
+        return None
+    return "symbolic link to a file outside the ingested folder (not followed)"
+
+
 def discover(root: Path, extensions: Iterable[str]) -> Discovery:
     """Supported files under ``root`` (or ``root`` itself), sorted, absolute.
 
     Hidden files and folders (``.git``, the ``.ragline`` index itself) are
-    skipped; symlinked folders are not followed, so a link loop cannot hang a run.
+    skipped; symlinked folders are not followed, so a link loop cannot hang a run;
+    a linked file is read only when its target is inside ``root`` too.
     Raises FileNotFoundError only when ``root`` does not exist at all.
     """
     exts = {e.lower() for e in extensions}
@@ -62,6 +93,9 @@ def discover(root: Path, extensions: Iterable[str]) -> Discovery:
     if not os.path.lexists(root):
         raise FileNotFoundError(f"{root}: no such file or folder")
     root = resolved(root)
+    if not _utf8(str(root)):  # every document under it would carry the name
+        out.rejected.append((root, "path is not valid UTF-8 (shown escaped); rename it"))
+        return out
     if not root.is_dir():
         if root.suffix.lower() in exts:
             problem = not_a_file(root)
@@ -71,14 +105,18 @@ def discover(root: Path, extensions: Iterable[str]) -> Discovery:
                 out.rejected.append((root, problem))
         return out
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for d in dirnames:
+            if not d.startswith(".") and not _utf8(d):
+                out.rejected.append((Path(dirpath) / d, _NOT_UTF8_FOLDER))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and _utf8(d))
         for name in filenames:
             if name.startswith("."):
                 continue
             path = Path(dirpath) / name
             if path.suffix.lower() not in exts:
                 continue
-            problem = not_a_file(path)
+            problem = _NOT_UTF8_FILE if not _utf8(name) else None
+            problem = problem or not_a_file(path) or outside_link(path, root)
             if problem is None:
                 out.files.append(path)
             else:

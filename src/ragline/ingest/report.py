@@ -52,6 +52,8 @@ class IngestReport:
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # read, parse, embed, write, …
     crawl: dict[str, Any] = field(default_factory=dict)  # web ingests: fetched, unchanged (304), …
+    #: sources whose chunks had no document record (left by a crash) and were removed
+    orphans_removed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

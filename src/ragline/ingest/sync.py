@@ -12,7 +12,10 @@ How a run stays cheap and safe:
   without an up-to-date record are simply redone by the next run;
 * a file that fails (bad encoding, broken front matter, too big…) fails alone:
   it is reported with its reason and line, and its previous chunks stay indexed;
-* records of files that vanished from disk are deleted with their chunks.
+* records of files that vanished from disk are deleted with their chunks;
+* chunks left without a record (a crash between a batch's two writes, then the
+  file deleted) are found when the tenant's chunk count disagrees with its
+  records, and removed, so nothing unlisted stays searchable.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.ingest.chunk import Chunker
-from ragline.ingest.discover import chapter_of, discover, resolved
+from ragline.ingest.discover import chapter_of, discover, escaped, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
 from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
-from ragline.ingest.parse import OcrOptions, parse_file
+from ragline.ingest.parse import OcrOptions, ParseLimits, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
@@ -151,11 +154,12 @@ class Indexer:
             model=self.embedder.fingerprint.name,
         )
         check_model(self.store, self.embedder.fingerprint, record=True)
+        self._remove_orphans(report, tenant, lambda source: in_scope(source, root))
         found = discover(root, self.settings.extensions)
         paths = found.files
         report.files = len(paths) + len(found.rejected)
         for path, problem in found.rejected:
-            report.failed.append(FileFailure(_relative(path, base), problem))
+            report.failed.append(FileFailure(escaped(_relative(path, base)), problem))
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
 
         t0 = time.perf_counter()
@@ -188,7 +192,8 @@ class Indexer:
             f"max_file_bytes={self.settings.max_file_bytes};"
             f"max_metadata_bytes={self.settings.max_metadata_bytes};"
             f"ocr={self.settings.ocr}:{self.settings.ocr_languages}:{self.settings.ocr_dpi};"
-            f"pdf_tables={self.settings.pdf_tables}"
+            f"pdf_tables={self.settings.pdf_tables};"
+            f"{parse_limits(self.settings).key()}"
         )
         total_bytes = sum(s.size for s in plan.to_index)
         done_bytes = 0
@@ -265,6 +270,7 @@ class Indexer:
         check_model(self.store, self.embedder.fingerprint, record=True)
         report.failed.extend(failed)
         report.files = len(docs) + len(unchanged) + len(failed)
+        self._remove_orphans(report, tenant, lambda source: source.startswith(root))
         indexed = {r.source: r for r in self.store.documents(tenant) if r.source.startswith(root)}
         kept = [indexed[s] for s in sorted(set(unchanged)) if s in indexed]
         total_bytes = sum(d.size for d in docs)
@@ -322,7 +328,7 @@ class Indexer:
             report.deleted.append(name)
         report.add_stage("delete", time.perf_counter() - t0)
 
-        if report.indexed or report.deleted:
+        if report.indexed or report.deleted or report.orphans_removed:
             t0 = time.perf_counter()
             self.store.optimize()
             report.add_stage("optimize", time.perf_counter() - t0)
@@ -334,6 +340,34 @@ class Indexer:
         return report
 
     # -- steps ---------------------------------------------------------------------
+
+    def _remove_orphans(
+        self, report: IngestReport, tenant: str, scope: Callable[[str], bool]
+    ) -> None:
+        """Delete chunks in ``scope`` whose document has no record.
+
+        ``replace_documents`` writes a batch's chunks, then its records: a crash in
+        between leaves chunks that no record lists. While the file exists the next
+        run redoes it; once it is deleted, nothing would ever remove them. They
+        exist only if the tenant's chunk count differs from the sum of its records'
+        counts (one count query per run); only then are the chunks scanned.
+        Done before anything is written, so a file still on disk is simply indexed
+        again in this run."""
+        records = self.store.documents(tenant)
+        expected = sum(r.chunk_count for r in records)
+        if self.store.count_chunks({"tenant": tenant}) == expected:
+            return
+        t0 = time.perf_counter()
+        known = {r.doc_id for r in records}
+        orphans: dict[str, str] = {}
+        for chunks, _ in self.store.iter_chunks():
+            for c in chunks:
+                if c.tenant == tenant and c.doc_id not in known and scope(c.source):
+                    orphans.setdefault(c.doc_id, c.source)
+        for doc_id, source in sorted(orphans.items(), key=lambda kv: kv[1]):
+            self.store.delete_document(doc_id)
+            report.orphans_removed.append(escaped(source))
+        report.add_stage("orphans", time.perf_counter() - t0)
 
     def _prepare(
         self,
@@ -356,6 +390,7 @@ class Indexer:
             ocr=ocr_options(self.settings),
             max_metadata_bytes=self.settings.max_metadata_bytes,
             pdf_tables=self.settings.pdf_tables,
+            limits=parse_limits(self.settings),
         )
         report.add_stage("parse", time.perf_counter() - t0)
         chapter = chapter_of(state.path, base)
@@ -499,6 +534,18 @@ class Indexer:
         c.files += 1
         c.chunks += chunks
         c.tokens += tokens
+
+
+def parse_limits(settings: Settings) -> ParseLimits:
+    """The bounds on what one file may cost to parse (zip bombs, huge sheets)."""
+    return ParseLimits(
+        max_unpacked_bytes=settings.max_unpacked_bytes,
+        max_unpack_ratio=settings.max_unpack_ratio,
+        max_sheet_cells=settings.max_sheet_cells,
+        max_markdown_lines=settings.max_markdown_lines,
+        max_pdf_pages=settings.max_pdf_pages,
+        max_html_tags=settings.max_html_tags,
+    )
 
 
 def ocr_options(settings: Settings) -> OcrOptions | None:

@@ -15,6 +15,7 @@ from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.ebook import parse_epub
 from ragline.ingest.parse.html import parse_html
 from ragline.ingest.parse.image import parse_image
+from ragline.ingest.parse.limits import ParseLimits, check_archive, check_lines, check_tags
 from ragline.ingest.parse.markdown import parse_markdown
 from ragline.ingest.parse.ocr import OcrOptions
 from ragline.ingest.parse.pdf import parse_pdf
@@ -63,6 +64,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "IngestError",
     "OcrOptions",
+    "ParseLimits",
     "check_metadata_size",
     "parse_csv",
     "parse_docx",
@@ -88,6 +90,7 @@ def parse_file(
     ocr: OcrOptions | None = None,
     pdf_tables: bool = True,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+    limits: ParseLimits | None = None,
 ) -> ParsedDocument:
     """Parse ``data`` (the content of ``path``) by the file's suffix.
 
@@ -95,7 +98,9 @@ def parse_file(
     first line) is titled ``default_title`` when one is given, else the file's stem:
     an upload stored under a content hash keeps its client's name as its title.
     ``ocr`` (None: OCR off) reads PDF pages without a text layer and image files;
-    ``pdf_tables`` rebuilds ruled PDF tables as tables.
+    ``pdf_tables`` rebuilds ruled PDF tables as tables. ``limits`` bound the work
+    a small file can cause (zip bombs, huge declared sheets); see
+    :mod:`ragline.ingest.parse.limits`.
 
     Raises :class:`IngestError` naming the file (and line, where there is one)
     for files that are too large, empty, binary, not UTF-8, malformed, or that
@@ -116,12 +121,30 @@ def parse_file(
         )
     if not data.strip():
         raise IngestError(source, None, "file is empty (or whitespace only)")
+    limits = limits or ParseLimits()
+    if suffix in _BINARY_PARSERS:  # all zip archives: refuse a bomb before any parser opens it
+        check_archive(data, source, limits)
     if suffix == ".pdf":
-        doc = parse_pdf(data, source, ocr, tables=pdf_tables)
+        doc = parse_pdf(data, source, ocr, tables=pdf_tables, max_pages=limits.max_pdf_pages)
     elif suffix in IMAGE_SUFFIXES:
         doc = parse_image(data, source, ocr)
+    elif suffix == ".xlsx":
+        doc = parse_xlsx(data, source, limits)
     elif suffix in _BINARY_PARSERS:
         doc = _BINARY_PARSERS[suffix](data, source)
+    elif suffix == ".csv":
+        doc = parse_csv(_decode(data, source, suffix), source, limits)
+    elif suffix in (".md", ".markdown"):
+        text = _decode(data, source, suffix)
+        check_lines(source, text, limits)
+        doc = parse_markdown(text, source)
+    elif suffix in (".html", ".htm"):
+        text = _decode(data, source, suffix)
+        check_tags(source, text, limits)
+        try:
+            doc = parse_html(text, source)
+        except RecursionError as exc:  # a parser walks the tree recursively
+            raise IngestError(source, None, "HTML nested too deeply to parse") from exc
     else:
         doc = _TEXT_PARSERS[suffix](_decode(data, source, suffix), source)
     if not doc.blocks:

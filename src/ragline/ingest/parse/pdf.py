@@ -27,18 +27,31 @@ _PLACEHOLDERS = frozenset({"untitled", "untitled document", "anonymous", "unspec
 
 
 def parse_pdf(
-    data: bytes, source: str, ocr: OcrOptions | None = None, *, tables: bool = True
+    data: bytes,
+    source: str,
+    ocr: OcrOptions | None = None,
+    *,
+    tables: bool = True,
+    max_pages: int | None = None,
 ) -> ParsedDocument:
     """Extract each page's text, OCR the pages that have none (with ``ocr``),
     rebuild ruled tables as tables (with ``tables``, where pdfplumber is installed);
-    raises :class:`IngestError` for encrypted or corrupt PDFs, and for scans
-    that cannot be OCRed."""
+    raises :class:`IngestError` for encrypted or corrupt PDFs, for scans
+    that cannot be OCRed, and for more pages than ``max_pages`` (counted from the
+    page tree before any page is read: a small file can hold 100,000 pages)."""
     if b"%PDF-" not in data[:1024]:
         raise IngestError(source, None, "not a PDF file (no %PDF- header in the first 1 KiB)")
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise IngestError(source, None, "encrypted PDF: a password is needed to read it")
+        count = len(reader.pages)
+        if max_pages is not None and count > max_pages:
+            raise IngestError(
+                source,
+                None,
+                f"PDF has {count:,} pages, over the limit of {max_pages:,} (RAGLINE_MAX_PDF_PAGES)",
+            )
         pages = [_page_text(page.extract_text()) for page in reader.pages]
         info = reader.metadata
         ruled = [
