@@ -52,6 +52,8 @@ class IngestReport:
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # read, parse, embed, write, …
     crawl: dict[str, Any] = field(default_factory=dict)  # web ingests: fetched, unchanged (304), …
+    #: RAGLINE_EMBEDDER=auto on a new index: which model was chosen and why (else "")
+    model_choice: str = ""
 
     @property
     def ok(self) -> bool:
