@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragline.embed.base import ModelFingerprint
+from ragline.embed.base import Embedder, ModelFingerprint
 from ragline.embed.choice import (
     ENGLISH,
     MULTILINGUAL,
@@ -134,8 +134,8 @@ def test_a_pinned_embedder_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         rag.close()
 
 
-def test_a_handed_in_embedder_is_pinned(tmp_path: Path, embedder: object) -> None:
-    rag = Ragline(Settings(index_dir=tmp_path / "index"), embedder=embedder)  # type: ignore[arg-type]
+def test_a_handed_in_embedder_is_pinned(tmp_path: Path, embedder: Embedder) -> None:
+    rag = Ragline(Settings(index_dir=tmp_path / "index"), embedder=embedder)
     try:
         report = rag.ingest(write(tmp_path / "docs", SPANISH_PAGES))
         assert report.model == MINILM_NAME and report.model_choice == ""
@@ -187,3 +187,49 @@ def test_spanish_question_finds_the_english_page(
         assert hit.chunk.title == "Tides"
     finally:
         rag.close()
+
+
+def test_web_pages_are_sampled_too(tmp_path: Path) -> None:
+    """Documents that are not files (a crawl's pages) go through the same choice."""
+    import hashlib
+    from collections.abc import Mapping
+
+    from ragline.embed.factory import make_embedder
+    from ragline.embed.tokenizer import TokenCounter
+    from ragline.engine import make_chunker
+    from ragline.ingest.parse import parse_file
+    from ragline.ingest.sync import Indexer, SourcedDocument
+    from ragline.store.factory import make_store
+
+    settings = Settings(index_dir=tmp_path / "index")
+    chosen: list[dict[str, int]] = []
+
+    def choose(languages: Mapping[str, int]) -> tuple[Embedder, str]:
+        chosen.append(dict(languages))
+        return make_embedder(settings.with_embedder("e5")), "e5 for the test"
+
+    store = make_store(settings, 384)
+    english = make_embedder(settings)
+    indexer = Indexer(
+        store, english, settings, make_chunker(settings, TokenCounter()), choose=choose
+    )
+
+    def page(name: str, text: str) -> SourcedDocument:
+        data = text.encode()
+        return SourcedDocument(
+            f"https://example.org/{name}",
+            hashlib.sha256(data).hexdigest(),
+            len(data),
+            lambda: parse_file(Path(name), data, max_bytes=1 << 20),
+        )
+
+    docs = [page(name, text) for name, text in SPANISH_PAGES.items()]
+    try:
+        report = indexer.sync_documents(docs, root="https://example.org/")
+        assert chosen == [{"es": 3}]
+        assert report.ok and report.model == E5_NAME and report.model_choice == "e5 for the test"
+        assert len(report.indexed) == 3 and report.chunks == 3
+        stored = store.stored_fingerprint()
+        assert stored is not None and stored.name == E5_NAME
+    finally:
+        store.close()
