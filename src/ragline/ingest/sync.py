@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError, Vectors
+from ragline.embed.choice import evenly_spaced
 from ragline.ingest.chunk import Chunker
 from ragline.ingest.discover import chapter_of, discover, escaped, resolved
 from ragline.ingest.errors import IngestError
@@ -42,10 +44,15 @@ from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, Store, check_model
+from ragline.text.language import DEFAULT_LANGUAGE
 from ragline.types import Chunk, DocumentRecord, ParsedDocument
 
 #: progress(done_bytes, total_bytes, path): called after each file is handled.
 ProgressCallback = Callable[[int, int, str], None]
+#: choose(languages): the embedder a new index is built with, given the chunk
+#: languages (chunks per ISO code) of its sampled files, and why, for the report
+#: (``RAGLINE_EMBEDDER=auto``; see :mod:`ragline.embed.choice`).
+ChooseEmbedder = Callable[[Mapping[str, int]], tuple[Embedder, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,16 +125,33 @@ class _Pending:
     rel: str
 
 
+#: A document prepared ahead (to decide the embedder), with the report of its steps.
+_Prepared = dict[str, tuple[_Pending, IngestReport]]
+
+
 class Indexer:
-    """Runs a sync of one folder (or file) for one tenant."""
+    """Runs a sync of one folder (or file) for one tenant.
+
+    With ``choose``, an index that records no model yet is given the embedder
+    ``choose`` picks from the languages of an evenly spread sample of the files to
+    index (prepared first, and not prepared again); an index that records one keeps
+    ``embedder``, which must then be that model."""
 
     def __init__(
-        self, store: Store, embedder: Embedder, settings: Settings, chunker: Chunker
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: Settings,
+        chunker: Chunker,
+        *,
+        choose: ChooseEmbedder | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
         self.chunker = chunker
+        self.choose = choose
+        self._unrecorded = False  # chosen, but nothing sampled yet to record it for
 
     def sync(
         self,
@@ -148,12 +172,11 @@ class Indexer:
         base = root if root.is_dir() else root.parent
         default_title = None if root.is_dir() else title
         report = IngestReport(
-            root=root.as_posix(),
-            tenant=tenant,
-            chunker=self.settings.chunker,
-            model=self.embedder.fingerprint.name,
+            root=root.as_posix(), tenant=tenant, chunker=self.settings.chunker, model=""
         )
-        check_model(self.store, self.embedder.fingerprint, record=True)
+        choosing = self._choosing()
+        if not choosing:
+            self._record_model(report)
         self._remove_orphans(report, tenant, lambda source: in_scope(source, root))
         found = discover(root, self.settings.extensions)
         paths = found.files
@@ -195,6 +218,25 @@ class Indexer:
             f"pdf_tables={self.settings.pdf_tables};"
             f"{parse_limits(self.settings).key()}"
         )
+        prepared: _Prepared = {}
+        if choosing:
+            candidates = [
+                (
+                    s.source,
+                    lambda scratch, s=s: self._prepare(
+                        s,
+                        s.path.relative_to(base).as_posix(),
+                        base,
+                        tenant,
+                        indexed,
+                        scratch,
+                        default_title,
+                    ),
+                )
+                for s in plan.to_index
+                if memory.recall(s.source, s.file_hash, limits) is None
+            ]
+            prepared = self._choose_embedder(candidates, report)
         total_bytes = sum(s.size for s in plan.to_index)
         done_bytes = 0
         pending: list[_Pending] = []
@@ -208,7 +250,9 @@ class Indexer:
                 continue
             item = None
             try:
-                item = self._prepare(state, rel, base, tenant, indexed, report, default_title)
+                item = self._take(prepared, state.source, report) or self._prepare(
+                    state, rel, base, tenant, indexed, report, default_title
+                )
                 memory.forget(state.source)
             except IngestError as e:
                 report.failed.append(FileFailure(rel, e.reason, e.line))
@@ -261,18 +305,23 @@ class Indexer:
         """
         started = time.perf_counter()
         tenant = tenant or self.settings.tenant
-        report = IngestReport(
-            root=root,
-            tenant=tenant,
-            chunker=self.settings.chunker,
-            model=self.embedder.fingerprint.name,
-        )
-        check_model(self.store, self.embedder.fingerprint, record=True)
+        report = IngestReport(root=root, tenant=tenant, chunker=self.settings.chunker, model="")
+        choosing = self._choosing()
+        if not choosing:
+            self._record_model(report)
         report.failed.extend(failed)
         report.files = len(docs) + len(unchanged) + len(failed)
         self._remove_orphans(report, tenant, lambda source: source.startswith(root))
         indexed = {r.source: r for r in self.store.documents(tenant) if r.source.startswith(root)}
         kept = [indexed[s] for s in sorted(set(unchanged)) if s in indexed]
+        prepared: _Prepared = {}
+        if choosing:
+            candidates = [
+                (d.source, lambda scratch, d=d: self._prepare_doc(d, tenant, indexed, scratch))
+                for d in docs
+                if not (d.source in indexed and indexed[d.source].file_hash == d.content_hash)
+            ]
+            prepared = self._choose_embedder(candidates, report)
         total_bytes = sum(d.size for d in docs)
         done_bytes = 0
         pending: list[_Pending] = []
@@ -283,11 +332,8 @@ class Indexer:
                 kept.append(rec)
             else:
                 try:
-                    t0 = time.perf_counter()
-                    doc = d.parse()
-                    report.add_stage("parse", time.perf_counter() - t0)
-                    item = self._prepare_parsed(
-                        doc, d.source, d.source, d.content_hash, d.chapter, tenant, indexed, report
+                    item = self._take(prepared, d.source, report) or self._prepare_doc(
+                        d, tenant, indexed, report
                     )
                 except IngestError as e:
                     report.failed.append(FileFailure(d.source, e.reason, e.line))
@@ -339,6 +385,60 @@ class Indexer:
         report.seconds = time.perf_counter() - started
         return report
 
+    # -- the embedder --------------------------------------------------------------
+
+    def _choosing(self) -> bool:
+        """Whether this run picks the model: ``choose`` given, and none recorded yet."""
+        return self.choose is not None and self.store.stored_fingerprint() is None
+
+    def _record_model(self, report: IngestReport, *, record: bool = True) -> None:
+        report.model = self.embedder.fingerprint.name
+        check_model(self.store, self.embedder.fingerprint, record=record)
+        self._unrecorded = not record
+
+    def _choose_embedder(
+        self,
+        candidates: Sequence[tuple[str, Callable[[IngestReport], _Pending]]],
+        report: IngestReport,
+    ) -> _Prepared:
+        """Prepare an evenly spread sample of ``candidates`` (source, prepare), let
+        ``choose`` pick the embedder from their chunks' languages, record it. A
+        sample that fails is left for the main loop, which reports it."""
+        assert self.choose is not None
+        t0 = time.perf_counter()
+        prepared: _Prepared = {}
+        for i in evenly_spaced(len(candidates), self.settings.embed_auto_sample_files):
+            source, prepare = candidates[i]
+            scratch = IngestReport(report.root, report.tenant, report.chunker, "")
+            try:
+                prepared[source] = (prepare(scratch), scratch)
+            except Exception:  # prepared again, and reported, in the main loop
+                continue
+        languages = Counter(
+            str(c.metadata.get("language") or DEFAULT_LANGUAGE)
+            for item, _ in prepared.values()
+            for c in item.chunks
+        )
+        self.embedder, report.model_choice = self.choose(languages)
+        # nothing sampled (no file to index): nothing to decide on, so record nothing
+        # unless something is written after all (see _flush)
+        self._record_model(report, record=bool(languages))
+        report.add_stage("choose model", time.perf_counter() - t0)
+        return prepared
+
+    @staticmethod
+    def _take(prepared: _Prepared, source: str, report: IngestReport) -> _Pending | None:
+        """The document prepared ahead for ``source``, its warnings and timings
+        moved to ``report``; None when it was not."""
+        ready = prepared.pop(source, None)
+        if ready is None:
+            return None
+        item, scratch = ready
+        report.warnings.extend(scratch.warnings)
+        for stage, seconds in scratch.stage_seconds.items():
+            report.add_stage(stage, seconds)
+        return item
+
     # -- steps ---------------------------------------------------------------------
 
     def _remove_orphans(
@@ -368,6 +468,20 @@ class Indexer:
             self.store.delete_document(doc_id)
             report.orphans_removed.append(escaped(source))
         report.add_stage("orphans", time.perf_counter() - t0)
+
+    def _prepare_doc(
+        self,
+        d: SourcedDocument,
+        tenant: str,
+        indexed: dict[str, DocumentRecord],
+        report: IngestReport,
+    ) -> _Pending:
+        t0 = time.perf_counter()
+        doc = d.parse()
+        report.add_stage("parse", time.perf_counter() - t0)
+        return self._prepare_parsed(
+            doc, d.source, d.source, d.content_hash, d.chapter, tenant, indexed, report
+        )
 
     def _prepare(
         self,
@@ -476,6 +590,8 @@ class Indexer:
             )
             for p in pending
         ]
+        if self._unrecorded:  # the model was chosen on no sample: record it before writing
+            self._record_model(report)
         self.store.replace_documents(writes)
         report.add_stage("write", time.perf_counter() - t0)
         for p in pending:

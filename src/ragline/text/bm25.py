@@ -209,14 +209,44 @@ def analyze_run(run: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
     return out
 
 
+#: Code inside prose of any language: fenced blocks, inline code, and identifiers
+#: (snake_case, camelCase/PascalCase with an inner capital, dotted names, calls).
+#: Their words are analysed as English whatever the chunk's language, so that
+#: ``response_model`` or ``useMemo`` in a Spanish page gives the terms an English
+#: query makes of them (Spanish stemming turns ``status_code`` into status + cod).
+_CODE_SPAN = re.compile(
+    r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`"
+    r"|[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+"
+    r"|[A-Za-z0-9]*[a-z0-9][A-Z][A-Za-z0-9]*"
+    r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
+    r"|[A-Za-z_][A-Za-z0-9_]*(?=\()",
+    re.S,
+)
+
+
 def tokenize(text: str | None, language: str | None = None) -> list[str]:
     """Index terms of a text, in order, repeats kept (query and document side alike).
 
-    ``language`` (ISO 639-1) picks the analysis; None means English.
+    ``language`` (ISO 639-1) picks the analysis; None means English. In a language
+    with its own word analysis (not English, not CJK, whose Latin words are English
+    already), code and identifiers (:data:`_CODE_SPAN`) get the English one.
     """
     if not text:
         return []
     lang = normalize_language(language) or DEFAULT_LANGUAGE
+    if lang == DEFAULT_LANGUAGE or lang in lang_words.CJK_LANGUAGES:
+        return _tokenize(text, lang)
+    out: list[str] = []
+    start = 0
+    for code in _CODE_SPAN.finditer(text):
+        out.extend(_tokenize(text[start : code.start()], lang))
+        out.extend(_tokenize(code.group(), DEFAULT_LANGUAGE))
+        start = code.end()
+    out.extend(_tokenize(text[start:], lang))
+    return out
+
+
+def _tokenize(text: str, lang: str) -> list[str]:
     out: list[str] = []
     for word in split_words(text):
         if lang == DEFAULT_LANGUAGE and word.isascii():
