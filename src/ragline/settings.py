@@ -129,6 +129,13 @@ class Settings(BaseSettings):
         min_length=1,
         description="User-Agent sent, and the name robots.txt rules are matched against.",
     )
+    web_max_crawl_delay_s: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="Longest robots.txt Crawl-delay (or Request-rate interval) waited "
+        "between two requests to one site; a site asking more gets one page per run.",
+    )
     watch_debounce_ms: int = Field(
         300,
         ge=0,
