@@ -673,6 +673,12 @@ class Settings(BaseSettings):
     query_log_retention_days: int = Field(
         0, ge=0, le=100_000, description="Rows older than this are deleted; 0 = keep all."
     )
+    feedback_max_comment_chars: int = Field(
+        2000,
+        ge=0,
+        le=100_000,
+        description="Longest comment of one answer rating (POST /api/feedback); 0 = none.",
+    )
     api_keys_enabled: bool = Field(
         False, description="Require an API key (ragline keys create) on every API request."
     )
