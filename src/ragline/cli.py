@@ -620,8 +620,9 @@ def stats(
     limit: Annotated[int, typer.Option("--limit", help="Newest rows to read.")] = 10_000,
     as_json: JsonOpt = False,
 ) -> None:
-    """Latency percentiles per stage (first token included), statuses and tokens, from
-    the query log of `ragline serve`."""
+    """Latency percentiles per stage (first token included), statuses and tokens, and
+    the answers' feedback per day (helpful rate, citation click rate), from the query
+    log of `ragline serve`."""
     from ragline.serve.querylog import QueryLogError, make_query_log
     from ragline.serve.stats import summarize
 
@@ -630,11 +631,13 @@ def stats(
         log = make_query_log(settings)
         try:
             rows = log.rows(settings.tenant, limit=limit)
+            since = min((r.created_at for r in rows), default="")
+            feedback = log.feedback(settings.tenant, since) if rows else []
         finally:
             log.close()
     except (QueryLogError, ValueError) as e:
         raise _fail(str(e)) from None
-    summary = summarize(rows)
+    summary = summarize(rows, feedback)
     if as_json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return
@@ -652,3 +655,23 @@ def stats(
     ]
     headers = ["stage", "p50", "p95", "p99"]
     out.print(fit_table("latency per stage (ms)", headers, table_rows, out.width), highlight=False)
+    days = summary["feedback"]["by_day"]
+    if days:
+
+        def rate(value: float | None) -> str:
+            return "–" if value is None else f"{value:.1%}"
+
+        headers = ["day", "answers", "rated", "helpful", "cited", "clicked"]
+        feedback_rows = [
+            [
+                d["day"],
+                str(d["answers"]),
+                str(d["rated"]),
+                rate(d["helpful_rate"]),
+                str(d["with_citations"]),
+                rate(d["citation_click_rate"]),
+            ]
+            for d in days
+        ]
+        title = "feedback per day (helpful: rated up; clicked: answers with a citation opened)"
+        out.print(fit_table(title, headers, feedback_rows, out.width), highlight=False)

@@ -129,6 +129,13 @@ class Settings(BaseSettings):
         min_length=1,
         description="User-Agent sent, and the name robots.txt rules are matched against.",
     )
+    web_max_crawl_delay_s: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="Longest robots.txt Crawl-delay (or Request-rate interval) waited "
+        "between two requests to one site; a site asking more gets one page per run.",
+    )
     watch_debounce_ms: int = Field(
         300,
         ge=0,
@@ -719,6 +726,12 @@ class Settings(BaseSettings):
     )
     query_log_retention_days: int = Field(
         0, ge=0, le=100_000, description="Rows older than this are deleted; 0 = keep all."
+    )
+    feedback_max_comment_chars: int = Field(
+        2000,
+        ge=0,
+        le=100_000,
+        description="Longest comment of one answer rating (POST /api/feedback); 0 = none.",
     )
     api_keys_enabled: bool = Field(
         False, description="Require an API key (ragline keys create) on every API request."

@@ -30,6 +30,7 @@ ROUTERS = [
     "ragline.serve.routes.conversations",
     "ragline.serve.routes.ops",
     "ragline.serve.routes.openai",
+    "ragline.serve.routes.feedback",
 ]
 PARTS = ["ragline.serve.deps", "ragline.serve.errors", "ragline.serve.middleware"]
 

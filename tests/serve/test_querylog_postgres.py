@@ -5,11 +5,13 @@ from __future__ import annotations
 import secrets
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 import pytest
 
+from ragline.serve.feedback import FeedbackRow
 from ragline.serve.querylog import (
     SCHEMA_VERSION,
     PostgresQueryLog,
@@ -115,5 +117,25 @@ def test_unreachable_server_and_dropped_connection_only_return_false(
         assert log.write(full_row("lost")) is False
         assert log.write(full_row("after")) is True  # reconnected
         assert {r.query_id for r in log.rows("acme")} == {"before", "after"}
+    finally:
+        log.close()
+
+
+def test_feedback_is_kept_beside_the_rows_and_tenant_scoped(db_url: str) -> None:
+    """The same table as SQLite's (tests/serve/test_feedback.py), in PostgreSQL."""
+    log = make_query_log(Settings(query_log_url=db_url, query_log_privacy=True))
+    try:
+        assert log.write(full_row("q1", "acme"))
+        assert log.has_query("acme", "q1")
+        assert not log.has_query("other", "q1") and not log.has_query("acme", "q2")
+        at = "2025-01-02T03:05:00.000001+00:00"
+        rating = FeedbackRow("q1", "acme", at, "rating", "ab" * 32, "down", "secret words")
+        click = FeedbackRow("q1", "acme", at.replace("05:00", "06:00"), "click", "ab", citation=2)
+        log.add_feedback(rating)
+        log.add_feedback(click)
+        # privacy mode: the comment is not stored
+        assert log.feedback("acme") == [replace(rating, comment=None), click]
+        assert log.feedback("acme", since=click.created_at) == [click]
+        assert log.feedback("other") == []
     finally:
         log.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +52,9 @@ SCREENSHOT = REPO / "docs" / "images" / "ui.png"
 QUESTION = "how are deleted files removed from the index?"
 OFF_TOPIC = "what is the capital of France?"
 TIMEOUT_MS = 60_000
+# expect()'s own default is 5 s, which an answer on a busy 2-core machine can exceed:
+# waits are not speed checks.
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 # --- servers ------------------------------------------------------------------------
@@ -225,7 +229,9 @@ def no_horizontal_overflow(page: Page) -> None:
 # --- tests --------------------------------------------------------------------------
 
 
-def test_chat_streams_cites_and_opens_passage(browser: Browser, server: str) -> None:
+def test_chat_streams_cites_and_opens_passage(
+    browser: Browser, server: str, docs_index: Path
+) -> None:
     with open_page(browser, server, viewport={"width": 1280, "height": 800}) as page:
         expect(page.locator("#question")).to_be_focused()
         assert page.get_attribute("#messages", "aria-live") == "polite"
@@ -264,7 +270,14 @@ def test_chat_streams_cites_and_opens_passage(browser: Browser, server: str) -> 
         cites = msg.locator(".answer .cite")
         expect(cites).to_have_count(len(answer["citations"]))
         first = answer["citations"][0]
-        cites.first.click()
+        # ... and is recorded as a citation click for the answer's query id
+        with page.expect_response(lambda r: r.url.endswith("/api/feedback/click")) as clicked:
+            cites.first.click()
+        assert clicked.value.status == 200, clicked.value.text()
+        assert clicked.value.request.post_data_json == {
+            "query_id": done["query_id"],
+            "citation": first["number"],
+        }
         panel = page.locator("#passage")
         expect(panel).to_be_visible()
         expect(panel).to_be_focused()
@@ -279,6 +292,22 @@ def test_chat_streams_cites_and_opens_passage(browser: Browser, server: str) -> 
         page.keyboard.press("Escape")
         expect(panel).to_be_hidden()
         expect(cites.first).to_be_focused()
+
+        # Thumbs up: sent as a rating, shown as pressed, kept in the server's query log.
+        up, down = (msg.locator(f'.rate-btn[data-rating="{v}"]') for v in ("up", "down"))
+        expect(up).to_have_attribute("aria-pressed", "false")
+        with page.expect_response(lambda r: r.url.endswith("/api/feedback")) as rated:
+            up.click()
+        assert rated.value.status == 200, rated.value.text()
+        assert rated.value.request.post_data_json == {"query_id": done["query_id"], "rating": "up"}
+        expect(up).to_have_attribute("aria-pressed", "true")
+        expect(down).to_have_attribute("aria-pressed", "false")
+        with sqlite3.connect(docs_index / "querylog.sqlite3") as conn:
+            kept = conn.execute(
+                "SELECT kind, rating, citation FROM query_feedback WHERE query_id = ? ORDER BY id",
+                (done["query_id"],),
+            ).fetchall()
+        assert kept == [("click", None, first["number"]), ("rating", "up", None)]
 
         # The conversation is listed and kept: the follow-up carries its id.
         expect(page.locator("#history li")).to_have_count(1)

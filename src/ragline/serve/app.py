@@ -34,7 +34,7 @@ from ragline.serve.errors import install_error_handlers
 from ragline.serve.mcp import mount_mcp
 from ragline.serve.middleware import ServeMiddleware
 from ragline.serve.openapi import install_openapi
-from ragline.serve.routes import answers, conversations, documents, ops, search
+from ragline.serve.routes import answers, conversations, documents, feedback, ops, search
 from ragline.serve.routes import openai as openai_routes
 from ragline.serve.routes.ops import STATIC_DIR
 from ragline.serve.state import ServeState
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
             expose_headers=["Retry-After"],
         )
     install_error_handlers(app)
-    for module in (answers, search, documents, conversations, ops, openai_routes):
+    for module in (answers, search, documents, conversations, feedback, ops, openai_routes):
         app.include_router(module.router)
     mount_mcp(app, state)  # MCP tools at /mcp (streamable HTTP), same tenants and keys
     if STATIC_DIR.is_dir():

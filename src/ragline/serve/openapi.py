@@ -55,6 +55,8 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
         for name in ("context", "selected_text"):
             _limit_optional(query_props.get(name), {"maxLength": settings.max_selected_text_chars})
         _chat_limits(schemas, settings, q_limits)
+        rating = schemas.get("FeedbackRequest", {}).get("properties", {})
+        _limit_optional(rating.get("comment"), {"maxLength": settings.feedback_max_comment_chars})
         app.openapi_schema = doc
         return doc
 

@@ -37,13 +37,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragline.errors import FaultError
+from ragline.serve.feedback import (
+    FEEDBACK_COLUMNS,
+    SQLITE_FEEDBACK_DDL,
+    FeedbackRow,
+    from_feedback_record,
+    postgres_feedback_ddl,
+)
 from ragline.settings import Settings
 from ragline.types import Answer
 
 log = logging.getLogger(__name__)
 
 #: Version of the query log table; bump it and add a migration to change the table.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_FILE = "querylog.sqlite3"
 SALT_FILE = "querylog.salt"
 #: How often (seconds) a writer deletes rows past ``QUERY_LOG_RETENTION_DAYS``.
@@ -126,11 +133,22 @@ class QueryLog(Protocol):
 
     ``write`` returns False when the log failed: the row was not stored, or the
     log had been lost before it (a deleted file, started anew with this row), so
-    the failure metric counts rows an operator no longer has."""
+    the failure metric counts rows an operator no longer has.
+
+    Answer feedback (:mod:`ragline.serve.feedback`) is kept beside the rows:
+    ``has_query`` says whether the tenant's log holds a query id, ``add_feedback``
+    stores one piece (a person asked for it, so a failure raises
+    :class:`QueryLogError`), ``feedback`` reads the tenant's since a time."""
 
     def write(self, row: QueryLogRow) -> bool: ...
 
     def rows(self, tenant: str, limit: int = 100) -> list[QueryLogRow]: ...
+
+    def has_query(self, tenant: str, query_id: str) -> bool: ...
+
+    def add_feedback(self, row: FeedbackRow) -> None: ...
+
+    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]: ...
 
     def close(self) -> None: ...
 
@@ -410,9 +428,14 @@ SQLITE_MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE query_log ADD COLUMN cited_chunk_ids TEXT NOT NULL DEFAULT '[]'",
         "ALTER TABLE query_log ADD COLUMN response_time_ms REAL NOT NULL DEFAULT 0",
     ),
+    3: SQLITE_FEEDBACK_DDL,
 }
 
 _INSERT = f"INSERT INTO query_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+_INSERT_FEEDBACK = (
+    f"INSERT INTO query_feedback ({', '.join(FEEDBACK_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in FEEDBACK_COLUMNS)})"
+)
 
 
 def migrate_sqlite(conn: sqlite3.Connection) -> None:
@@ -520,6 +543,34 @@ class SqliteQueryLog(_Guarded):
             raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
         return [from_record(r) for r in records]
 
+    def has_query(self, tenant: str, query_id: str) -> bool:
+        sql = "SELECT 1 FROM query_log WHERE tenant = ? AND query_id = ?"
+        try:
+            with self._guarded():
+                found = self._connection().execute(sql, (tenant, query_id)).fetchone()
+        except (sqlite3.Error, OSError) as e:
+            raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
+        return found is not None
+
+    def add_feedback(self, row: FeedbackRow) -> None:
+        try:
+            with self._guarded():
+                self._connection().execute(_INSERT_FEEDBACK, row.record(privacy=self.privacy))
+        except (sqlite3.Error, OSError) as e:
+            raise QueryLogError(f"query log {self.path} cannot store feedback: {e}") from e
+
+    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
+        sql = (
+            f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM query_feedback "
+            "WHERE tenant = ? AND created_at >= ? ORDER BY created_at, id"
+        )
+        try:
+            with self._guarded():
+                records = self._connection().execute(sql, (tenant, since)).fetchall()
+        except (sqlite3.Error, OSError) as e:
+            raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
+        return [from_feedback_record(r) for r in records]
+
     # -- connection handling (call with the lock held) --
 
     def _connection(self) -> sqlite3.Connection:
@@ -571,7 +622,9 @@ class SqliteQueryLog(_Guarded):
         if self.retention_days <= 0 or now - self._last_prune < PRUNE_EVERY_S:
             return
         self._last_prune = now
-        conn.execute("DELETE FROM query_log WHERE created_at < ?", (_cutoff(self.retention_days),))
+        cutoff = _cutoff(self.retention_days)
+        conn.execute("DELETE FROM query_log WHERE created_at < ?", (cutoff,))
+        conn.execute("DELETE FROM query_feedback WHERE created_at < ?", (cutoff,))
 
 
 class NullQueryLog:
@@ -584,6 +637,15 @@ class NullQueryLog:
         _check_limit(limit)
         return []
 
+    def has_query(self, tenant: str, query_id: str) -> bool:
+        return False  # nothing is logged, so no answer can be rated
+
+    def add_feedback(self, row: FeedbackRow) -> None:
+        return None
+
+    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
+        return []
+
     def close(self) -> None:
         return None
 
@@ -591,6 +653,7 @@ class NullQueryLog:
 # --- PostgreSQL -----------------------------------------------------------------------------
 
 _PG_TABLE = "ragline_query_log"
+_PG_FEEDBACK = "ragline_query_feedback"
 _PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         f"""CREATE TABLE {_PG_TABLE} (
@@ -627,6 +690,7 @@ _PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"ALTER TABLE {_PG_TABLE} ADD COLUMN cited_chunk_ids JSONB NOT NULL DEFAULT '[]'",
         f"ALTER TABLE {_PG_TABLE} ADD COLUMN response_time_ms DOUBLE PRECISION NOT NULL DEFAULT 0",
     ),
+    3: postgres_feedback_ddl(_PG_FEEDBACK),
 }
 
 
@@ -698,6 +762,41 @@ class PostgresQueryLog(_Guarded):
             raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
         return [from_record(r) for r in records]
 
+    def has_query(self, tenant: str, query_id: str) -> bool:
+        sql = f"SELECT 1 FROM {_PG_TABLE} WHERE tenant = %s AND query_id = %s"
+        try:
+            with self._guarded():
+                found = self._connection().execute(sql, (tenant, query_id)).fetchone()
+        except self._psycopg.Error as e:
+            raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
+        return found is not None
+
+    def add_feedback(self, row: FeedbackRow) -> None:
+        rec = list(row.record(privacy=self.privacy))
+        rec[2] = datetime.fromisoformat(row.created_at)
+        sql = (
+            f"INSERT INTO {_PG_FEEDBACK} ({', '.join(FEEDBACK_COLUMNS)}) "
+            f"VALUES ({', '.join('%s' for _ in FEEDBACK_COLUMNS)})"
+        )
+        try:
+            with self._guarded():
+                self._connection().execute(sql, rec)
+        except self._psycopg.Error as e:
+            raise QueryLogError(f"query log in PostgreSQL cannot store feedback: {e}") from e
+
+    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
+        start = datetime.fromisoformat(since) if since else datetime.min.replace(tzinfo=UTC)
+        sql = (
+            f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM {_PG_FEEDBACK} "
+            "WHERE tenant = %s AND created_at >= %s ORDER BY created_at, id"
+        )
+        try:
+            with self._guarded():
+                records = self._connection().execute(sql, (tenant, start)).fetchall()
+        except self._psycopg.Error as e:
+            raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
+        return [from_feedback_record(r) for r in records]
+
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
             conn = self._psycopg.connect(
@@ -748,10 +847,11 @@ class PostgresQueryLog(_Guarded):
         if self.retention_days <= 0 or now - self._last_prune < PRUNE_EVERY_S:
             return
         self._last_prune = now
-        conn.execute(
-            f"DELETE FROM {_PG_TABLE} WHERE created_at < now() - make_interval(days => %s)",
-            (self.retention_days,),
-        )
+        for table in (_PG_TABLE, _PG_FEEDBACK):
+            conn.execute(
+                f"DELETE FROM {table} WHERE created_at < now() - make_interval(days => %s)",
+                (self.retention_days,),
+            )
 
 
 # --- choosing a store -------------------------------------------------------------------------

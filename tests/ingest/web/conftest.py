@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -128,6 +129,7 @@ class Site:
     etag: bool = True  # False: Last-Modified only
     failing: dict[str, int] = field(default_factory=dict)  # path -> error status to answer
     log: list[tuple[str, int]] = field(default_factory=list)
+    times: list[tuple[str, float]] = field(default_factory=list)  # path, monotonic arrival
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, path: str) -> str:
@@ -151,6 +153,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
+            with site.lock:
+                site.times.append((path, time.monotonic()))
             if path in site.failing:
                 self._answer(site.failing[path], b"server error", "text/plain", {})
                 return

@@ -71,11 +71,11 @@ def test_sitemap_entries_and_index() -> None:
 
 def test_robots_answers_follow_rfc_9309() -> None:
     rules = rules_from(200, "User-agent: *\nDisallow: /private/\n")
-    assert rules.can_fetch("ragline", "http://h/public.html")
-    assert not rules.can_fetch("ragline", "http://h/private/x.html")
-    assert rules_from(404, "").can_fetch("ragline", "http://h/anything")  # no robots.txt
-    assert not rules_from(503, "").can_fetch("ragline", "http://h/anything")  # overloaded
-    assert not rules_from(0, "").can_fetch("ragline", "http://h/anything")  # unreachable
+    assert rules.can_fetch("http://h/public.html", "ragline")
+    assert not rules.can_fetch("http://h/private/x.html", "ragline")
+    assert rules_from(404, "").can_fetch("http://h/anything", "ragline")  # no robots.txt
+    assert not rules_from(503, "").can_fetch("http://h/anything", "ragline")  # overloaded
+    assert not rules_from(0, "").can_fetch("http://h/anything", "ragline")  # unreachable
 
 
 def test_a_markdown_page_with_oversized_front_matter_fails_like_a_file() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -169,6 +170,54 @@ def test_an_outage_deletes_nothing(make_rag: Callable[..., Ragline], site: Site)
     assert down.deleted == [] and down.crawl["blocked_by_robots"] == []
     assert "robots.txt answered HTTP 503" in down.failed[0].reason
     assert sources(rag, site) == LINKED
+
+
+def test_robots_txt_is_matched_as_rfc_9309_says_and_its_crawl_delay_kept(
+    make_rag: Callable[..., Ragline], site: Site
+) -> None:
+    """The longest rule wins over an earlier shorter one, ``*`` and ``$`` are patterns
+    (the standard library's parser got both wrong), and Crawl-delay spaces the
+    requests as the server saw them."""
+    site.pages["/robots.txt"] = (
+        "text/plain",
+        "User-agent: *\n"
+        "Disallow: /docs/private/\n"
+        "Disallow: /*/level3.html$\n"
+        "Allow: /docs/private/secret.html\n"
+        "Crawl-delay: 0.3\n",
+    )
+    rag = make_rag()
+    report = rag.ingest(site.url("/docs/index.html"), max_depth=3, max_pages=50)
+    assert report.failed == []
+    assert report.crawl["blocked_by_robots"] == [site.url("/docs/deep/level3.html")]
+    expected = (LINKED - {"/docs/deep/level3.html"}) | {"/docs/private/secret.html"}
+    assert sources(rag, site) == expected
+    arrivals = [t for path, t in site.times if path != "/robots.txt"]
+    assert len(arrivals) == len(expected)
+    assert min(b - a for a, b in pairwise(arrivals)) >= 0.3
+
+
+def test_a_crawl_delay_over_the_cap_fetches_one_page_and_deletes_nothing(
+    make_rag: Callable[..., Ragline], site: Site
+) -> None:
+    rag = make_rag()
+    rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    rules = "User-agent: *\nDisallow: /docs/private/\nCrawl-delay: {}\n"
+    site.pages["/robots.txt"] = ("text/plain", rules.format(120))
+    site.clear_log()
+    report = rag.ingest(site.url("/docs/index.html"), max_depth=3)
+    assert [p for p, _ in site.log if p != "/robots.txt"] == ["/docs/index.html"]
+    assert report.deleted == [] and report.failed
+    assert all("RAGLINE_WEB_MAX_CRAWL_DELAY_S=30" in f.reason for f in report.failed)
+    assert sources(rag, site) == LINKED
+    # the cap is a setting: a delay over it fails the later pages, one under it is kept
+    site.pages["/robots.txt"] = ("text/plain", rules.format(0.2))
+    strict = make_rag(rag.settings.index_dir, web_max_crawl_delay_s=0.1)
+    failed = strict.ingest(site.url("/docs/index.html"), max_depth=3).failed
+    assert failed and all("RAGLINE_WEB_MAX_CRAWL_DELAY_S=0.1" in f.reason for f in failed)
+    patient = make_rag(rag.settings.index_dir, web_max_crawl_delay_s=1)
+    assert patient.ingest(site.url("/docs/index.html"), max_depth=3).failed == []
+    assert sources(patient, site) == LINKED
 
 
 def test_fetch_failures_are_reported_and_keep_the_index(

@@ -28,6 +28,7 @@ from ragline.ingest.sync import Indexer, ProgressCallback, SourcedDocument, ocr_
 from ragline.ingest.web.cache import CachedPage, PageCache
 from ragline.ingest.web.crawl import HTML_TYPES, CrawledPage, crawl
 from ragline.ingest.web.fetch import Fetcher
+from ragline.ingest.web.pace import PacedFetcher
 from ragline.ingest.web.robots import Robots
 from ragline.ingest.web.urls import chapter_of_url
 from ragline.types import ParsedDocument
@@ -104,7 +105,8 @@ def ingest_web(
     )
     try:
         robots = Robots(fetcher.status_and_text, settings.web_user_agent)
-        found = crawl(start, fetcher, robots, known, max_pages=max_pages, max_depth=max_depth)
+        paced = PacedFetcher(fetcher, robots.delay, settings.web_max_crawl_delay_s)
+        found = crawl(start, paced, robots, known, max_pages=max_pages, max_depth=max_depth)
     finally:
         fetcher.close()
     docs = [

@@ -90,6 +90,8 @@ const ICONS = {
   copy: "M9 9h10v11H9zM5 15V4h10",
   check: "M5 12l5 5 9-10",
   chevron: "M9 6l6 6-6 6",
+  up: "M7 11v9H4v-9zM7 11l4-8a2 2 0 0 1 3 2l-1 5h6a2 2 0 0 1 2 2l-2 7a2 2 0 0 1-2 1H7",
+  down: "M7 13V4H4v9zM7 13l4 8a2 2 0 0 0 3-2l-1-5h6a2 2 0 0 0 2-2l-2-7a2 2 0 0 0-2-1H7",
 };
 
 function announce(text) {
@@ -325,6 +327,56 @@ function copyButton(msg) {
   return btn;
 }
 
+/** POST feedback on the answer `msg` to `path` (api/feedback for a rating,
+ * api/feedback/click for a citation opened). Feedback is a courtesy: a failure is
+ * announced for a rating and ignored for a click. */
+async function sendFeedback(msg, path, body) {
+  if (!msg.queryId) return false;
+  try {
+    const res = await fetch(path, {
+      method: "POST",
+      headers: headers(),
+      body: JSON.stringify({ query_id: msg.queryId, ...body }),
+    });
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** Thumbs up / down for a finished answer; the choice is kept with the conversation. */
+function ratingButtons(msg) {
+  if (!msg.queryId) return null;
+  const group = h("div", { class: "rating", role: "group", "aria-label": "Was this answer helpful?" });
+  for (const [value, label] of [["up", "Helpful"], ["down", "Not helpful"]]) {
+    const btn = h(
+      "button",
+      {
+        type: "button",
+        class: "icon-btn rate-btn",
+        "data-rating": value,
+        "aria-label": label,
+        "aria-pressed": msg.rating === value ? "true" : "false",
+        onclick: async () => {
+          if (msg.rating === value) return;
+          if (!(await sendFeedback(msg, "api/feedback", { rating: value }))) {
+            announce("Your rating could not be sent.");
+            return;
+          }
+          msg.rating = value;
+          persist();
+          for (const b of group.querySelectorAll(".rate-btn")) {
+            b.setAttribute("aria-pressed", b.dataset.rating === value ? "true" : "false");
+          }
+        },
+      },
+      icon(ICONS[value]),
+    );
+    group.append(btn);
+  }
+  return group;
+}
+
 /** Build (or rebuild) an assistant message's node from its data. */
 function assistantNode(msg, node = h("li", { class: "msg msg-assistant" })) {
   node.className = "msg msg-assistant";
@@ -393,6 +445,7 @@ function assistantNode(msg, node = h("li", { class: "msg msg-assistant" })) {
       .join(" · ");
     if (meta) tools.append(h("span", { class: "msg-meta", text: meta }));
     if (msg.text) tools.append(copyButton(msg) || "");
+    if (msg.state === "done") tools.append(ratingButtons(msg) || "");
     footer.append(tools);
     if (footer.childElementCount) parts.push(footer);
     if (src) parts.push(src.list);
@@ -409,6 +462,7 @@ function citationsFor(msg, n) {
 }
 
 function openPassage(msg, n, offset, trigger) {
+  sendFeedback(msg, "api/feedback/click", { citation: n }); // for the click rate; not awaited
   const lookup = citeLookup(msg);
   let cit = null;
   if (offset !== null) {
@@ -768,6 +822,7 @@ function applyDone(conv, msg, data) {
   msg.generator = meta.generator || "";
   msg.latencyMs = typeof data.latency_ms === "number" ? data.latency_ms : null;
   msg.serverMessageId = data.message_id || null;
+  msg.queryId = data.query_id || null;
   if (meta.complete === false && meta.error) {
     msg.state = "error";
     msg.error = `The answer is incomplete: ${meta.error}`;
