@@ -119,3 +119,30 @@ def test_an_invalid_setting_is_named_in_one_line(
     assert result.exit_code == 2, result.output
     assert "invalid setting candidates" in result.stderr
     assert "validation error" not in result.output + result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ask", "what is ragline?"], ["search", "ragline"], ["status"], ["reindex"], ["stats"]],
+)
+def test_a_missing_index_is_an_error_not_an_empty_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """Run from the wrong folder, a read command names where it looked and how to make
+    an index, exits non-zero, and creates nothing there (no ./.ragline)."""
+    monkeypatch.delenv("RAGLINE_INDEX_DIR", raising=False)
+    monkeypatch.delenv("RAGLINE_STORE_URL", raising=False)
+    monkeypatch.delenv("RAGLINE_QUERY_LOG_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert str(tmp_path / ".ragline") in message
+    assert "ragline ingest PATH" in message or "ragline serve" in message
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+    elsewhere = tmp_path / "elsewhere"
+    result = runner.invoke(app, [*args, "--index", str(elsewhere)])
+    assert result.exit_code == 2, result.output
+    assert str(elsewhere) in " ".join(result.stderr.split())
+    assert not elsewhere.exists()

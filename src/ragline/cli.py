@@ -33,6 +33,7 @@ from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
 from ragline.settings import ChunkerName, GeneratorName, Settings, invalid_setting
 from ragline.store.base import StoreError
+from ragline.store.factory import missing_index
 from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
 
@@ -73,8 +74,26 @@ def _engine(index: Path | None, **overrides: Any) -> Ragline:
     return Ragline(settings)
 
 
+def _existing(index: Path | None, **overrides: Any) -> Ragline:
+    """:func:`_engine` for a command that reads an index: exit 2 with one line naming
+    where ragline looked and how to make one, instead of creating an empty index
+    there and answering as if the documents held nothing."""
+    rag = _engine(index, **overrides)
+    try:
+        folder = missing_index(rag.settings)
+    except StoreError as e:
+        raise _fail(str(e)) from None
+    if folder is not None:
+        where = folder.parent if folder.name == "lance" else folder
+        raise _fail(
+            f"no index in {where.absolute()}: run `ragline ingest PATH` to make one, "
+            "or point --index (RAGLINE_INDEX_DIR) at an existing index"
+        )
+    return rag
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/] {message}")
+    err.print(f"[red]error:[/] {message}", soft_wrap=True)  # one line, whole paths kept
     return typer.Exit(code)
 
 
@@ -237,7 +256,7 @@ def search(
 ) -> None:
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
     options = _search_options(mode, filters, top_k, expand)
-    rag = _engine(index, tenant=tenant)
+    rag = _existing(index, tenant=tenant)
     try:
         result = rag.search(query, **options)
     except (StoreError, ValueError) as e:
@@ -307,7 +326,7 @@ def ask(
         names = ", ".join(get_args(GeneratorName))
         raise _fail(f"--generator must be one of {names}, not {generator!r}")
     history = _read_history(history_file) if history_file else None
-    rag = _engine(index, tenant=tenant, generator=generator)
+    rag = _existing(index, tenant=tenant, generator=generator)
     answer: Answer | None = None
     streamed = False
     try:
@@ -391,7 +410,7 @@ def _print_answer_details(answer: Answer) -> None:
 @app.command()
 def reindex(index: IndexOpt = None) -> None:
     """Re-embed every stored chunk with the configured model (no re-parsing)."""
-    rag = _engine(index)
+    rag = _existing(index)
     try:
         n = rag.reindex()
     except StoreError as e:
@@ -404,7 +423,7 @@ def reindex(index: IndexOpt = None) -> None:
 @app.command()
 def status(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
     """What the index holds and which model built it."""
-    rag = _engine(index)
+    rag = _existing(index)
     try:
         info = rag.status()
     finally:
@@ -440,7 +459,7 @@ def migrate(
     """
     from ragline.store.migrate import migrate_to_url
 
-    settings = _engine(index).settings
+    settings = _existing(index).settings
     try:
         report = migrate_to_url(settings, to, force=force, sample=max(0, sample))
     except StoreError as e:
@@ -620,10 +639,16 @@ def stats(
 ) -> None:
     """Latency percentiles per stage (first token included), statuses and tokens, from
     the query log of `ragline serve`."""
-    from ragline.serve.querylog import QueryLogError, make_query_log
+    from ragline.serve.querylog import QueryLogError, make_query_log, sqlite_path
     from ragline.serve.stats import summarize
 
     settings = _engine(index, tenant=tenant).settings
+    db = sqlite_path(settings) if settings.query_log_enabled else None
+    if db is not None and not db.is_file():  # never create one (nor its folder) to read it
+        raise _fail(
+            f"no query log at {db.absolute()}: `ragline serve` writes one as it answers; "
+            "point --index (RAGLINE_INDEX_DIR) or RAGLINE_QUERY_LOG_URL at the server's"
+        )
     try:
         log = make_query_log(settings)
         try:
