@@ -25,6 +25,7 @@ from rich.progress import (
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.eval.cli import eval_command
+from ragline.ingest.ignore import IgnoreFileError
 from ragline.ingest.report import IngestReport
 from ragline.ingest.web import is_url
 from ragline.mcp.cli import mcp_command
@@ -58,6 +59,15 @@ FilterOpt = Annotated[
     list[str] | None,
     typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
 ]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="GLOB",
+        help="Leave out matching paths (gitignore syntax, relative to PATH; repeatable); "
+        "PATH/.raglineignore is read too.",
+    ),
+]
 ExpandOpt = Annotated[
     int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
 ]
@@ -90,6 +100,13 @@ def _existing(index: Path | None, **overrides: Any) -> Ragline:
             "or point --index (RAGLINE_INDEX_DIR) at an existing index"
         )
     return rag
+
+
+def _with_excludes(index: Path | None, patterns: list[str] | None) -> dict[str, Any]:
+    """``--exclude`` added to the configured ``exclude`` patterns (as an override)."""
+    if not patterns:
+        return {}
+    return {"exclude": (*_engine(index).settings.exclude, *patterns)}
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -138,10 +155,14 @@ def ingest(
             help="URL: links followed; 0 = that page only (RAGLINE_WEB_MAX_DEPTH).",
         ),
     ] = None,
+    exclude: ExcludeOpt = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index new and changed files, skip unchanged ones, drop deleted ones.
+
+    Paths matching --exclude or the folder's .raglineignore (gitignore syntax)
+    are left out, and removed from the index if they were in it.
 
     A URL is crawled on its site (a sitemap.xml: the pages it lists), honouring
     robots.txt; a re-crawl asks each page "changed?" (ETag / Last-Modified).
@@ -155,7 +176,7 @@ def ingest(
     # one that exists but cannot be read is a failed file, not a usage error
     if isinstance(path, Path) and not os.path.lexists(path):
         raise _fail(f"{path}: no such file or folder")
-    rag = _engine(index, tenant=tenant)
+    rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
     try:
         # Sizes and times keep their width (44 cells and the bar); the file name
@@ -187,7 +208,7 @@ def ingest(
                 max_pages=max_pages,
                 max_depth=max_depth,
             )
-    except (StoreError, FileNotFoundError) as e:
+    except (StoreError, FileNotFoundError, IgnoreFileError) as e:
         raise _fail(str(e)) from None
     finally:
         rag.close()
@@ -206,6 +227,7 @@ def _print_report(r: IngestReport, saved: Path) -> None:
     out.print(f"[dim]tenant {r.tenant}, {r.chunker} chunker, {r.model}[/]", highlight=False)
     pairs = [
         ("files found", str(r.files)),
+        ("excluded (ignore rules)", str(len(r.excluded))),
         ("indexed (new or changed)", str(len(r.indexed))),
         ("skipped (unchanged)", str(len(r.skipped))),
         ("deleted", str(len(r.deleted))),
@@ -236,6 +258,11 @@ def _print_report(r: IngestReport, saved: Path) -> None:
             f"{blocked} disallowed by robots.txt{cut}",
             highlight=False,
         )
+    if r.excluded:
+        shown = ", ".join(r.excluded[:10]) + (
+            f", … ({len(r.excluded) - 10} more)" if len(r.excluded) > 10 else ""
+        )
+        out.print(f"[dim]excluded: {escape(shown)}[/]", soft_wrap=True, highlight=False)
     for f in r.failed:
         err.print(f"[red]failed[/] {escape(str(f))}", soft_wrap=True, highlight=False)
     for warning in r.warnings:
@@ -585,9 +612,12 @@ def watch(
             help="Longest wait gathering events (RAGLINE_WATCH_DEBOUNCE_MS).",
         ),
     ] = None,
+    exclude: ExcludeOpt = None,
     index: IndexOpt = None,
 ) -> None:
     """Index the folder, then re-index it as files are added, changed or deleted.
+
+    --exclude and the folder's .raglineignore leave paths out, as for ingest.
 
     One status line per re-index (on stderr); Ctrl-C stops.
     """
@@ -597,7 +627,7 @@ def watch(
 
     if not path.is_dir():
         raise _fail(f"{path}: no such folder")
-    rag = _engine(index, tenant=tenant)
+    rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
 
     def show(event: SyncEvent) -> None:
         at = datetime.now().strftime("%H:%M:%S")
@@ -619,7 +649,7 @@ def watch(
         watch_folder(rag, path, tenant=tenant, on_sync=show, debounce_ms=debounce_ms)
     except KeyboardInterrupt:  # Ctrl-C between two waits: a sync is atomic per batch
         pass
-    except (StoreError, FileNotFoundError) as e:
+    except (StoreError, FileNotFoundError, IgnoreFileError) as e:
         raise _fail(str(e)) from None
     finally:
         rag.close()

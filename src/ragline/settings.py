@@ -141,6 +141,11 @@ class Settings(BaseSettings):
         description="Largest front matter per document (as JSON); it is copied onto every "
         "chunk, so a larger one fails that file alone.",
     )
+    exclude: tuple[str, ...] = Field(
+        (),
+        description="Paths left out of ingest and watch (gitignore patterns, a JSON list in "
+        "the environment), with the root's .raglineignore; `--exclude` adds to them.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

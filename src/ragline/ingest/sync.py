@@ -34,6 +34,7 @@ from ragline.ingest.discover import chapter_of, discover, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
 from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
+from ragline.ingest.ignore import rules_for
 from ragline.ingest.parse import OcrOptions, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
@@ -151,7 +152,8 @@ class Indexer:
             model=self.embedder.fingerprint.name,
         )
         check_model(self.store, self.embedder.fingerprint, record=True)
-        found = discover(root, self.settings.extensions)
+        found = discover(root, self.settings.extensions, rules_for(root, self.settings.exclude))
+        report.excluded = found.excluded
         paths = found.files
         report.files = len(paths) + len(found.rejected)
         for path, problem in found.rejected:
