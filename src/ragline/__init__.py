@@ -9,8 +9,16 @@ errors. Names are imported lazily, so ``import ragline.types`` (or
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# No telemetry. onnxruntime (1.32) records events in
+# ~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db as soon as it is
+# imported; this variable, read at that import, is the one switch that stops it
+# (disable_telemetry_events() comes too late). Set here, before any part of
+# ragline imports onnxruntime, and inherited by every process ragline starts.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 if TYPE_CHECKING:
     from ragline.answer.answerer import SearchFn

@@ -658,7 +658,9 @@ class Settings(BaseSettings):
         "<index_dir>/querylog.sqlite3.",
     )
     query_log_privacy: bool = Field(
-        False, description="Store only the question's hash, never its text."
+        True,
+        description="Store only the question's and answer's hashes, never their text "
+        "(false: full logging).",
     )
     query_log_salt: str = Field(
         "",
