@@ -26,6 +26,7 @@ from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.eval.cli import eval_command
 from ragline.ingest.ignore import IgnoreFileError
+from ragline.ingest.lock import IngestLockedError
 from ragline.ingest.report import IngestReport
 from ragline.ingest.web import is_url
 from ragline.mcp.cli import mcp_command
@@ -208,7 +209,7 @@ def ingest(
                 max_pages=max_pages,
                 max_depth=max_depth,
             )
-    except (StoreError, FileNotFoundError, IgnoreFileError) as e:
+    except (StoreError, FileNotFoundError, IgnoreFileError, IngestLockedError) as e:
         raise _fail(str(e)) from None
     finally:
         rag.close()
