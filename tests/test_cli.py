@@ -146,3 +146,22 @@ def test_a_missing_index_is_an_error_not_an_empty_answer(
     assert result.exit_code == 2, result.output
     assert str(elsewhere) in " ".join(result.stderr.split())
     assert not elsewhere.exists()
+
+
+def test_an_empty_folder_gets_a_hint_not_a_silent_success(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["ingest", str(empty), "--index", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert f"{empty}: no documents found" in message
+    assert ".md" in message and ".pdf" in message and "RAGLINE_EXTENSIONS" in message
+    # only unsupported files, and one file excluded: the hint counts it
+    (empty / "photo.png").write_bytes(b"\x89PNG\r\n")
+    (empty / "notes.md").write_text("# Notes\n\nA note.\n")
+    args = ["ingest", str(empty), "--index", str(tmp_path / "idx"), "--exclude", "notes.md"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert warning["path"] == empty.as_posix()
+    assert "1 path(s) left out by --exclude" in warning["reason"]

@@ -91,6 +91,20 @@ def plan_sync(current: Sequence[FileState], indexed: dict[str, DocumentRecord]) 
     return plan
 
 
+def no_documents_hint(extensions: Sequence[str], excluded: Sequence[str]) -> str:
+    """Why a run found nothing to read: which files it looks for and what it skips,
+    so an empty or wrong folder is not mistaken for a successful ingest."""
+    left_out = (
+        f"; {len(excluded)} path(s) left out by --exclude / .raglineignore / RAGLINE_EXCLUDE"
+        if excluded
+        else ""
+    )
+    return (
+        f"no documents found: ragline reads {' '.join(extensions)} files (RAGLINE_EXTENSIONS); "
+        f"hidden files and folders are skipped{left_out}"
+    )
+
+
 def in_scope(source: str, root: Path) -> bool:
     """Is an indexed path under this run's root (so its absence means deletion)?"""
     r = root.as_posix()
@@ -156,6 +170,9 @@ class Indexer:
         report.excluded = found.excluded
         paths = found.files
         report.files = len(paths) + len(found.rejected)
+        if not report.files:
+            hint = no_documents_hint(self.settings.extensions, found.excluded)
+            report.warnings.append(FileFailure(root.as_posix(), hint))
         for path, problem in found.rejected:
             report.failed.append(FileFailure(_relative(path, base), problem))
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
