@@ -137,6 +137,16 @@ def test_code_is_left_as_written() -> None:
     assert clean_markup(src).text == src
 
 
+def test_prose_that_looks_like_markup_is_kept() -> None:
+    src = (
+        "Export the model to ONNX first.\nexport the vectors, then import the data.\n"
+        "Prices rose from $5 to $7; a < b and c > d.\n"
+    )
+    assert clean_markup(src).text == src
+    mdx = "import Tabs from '@theme/Tabs';\nexport const meta = {a: 1};\nText.\n"
+    assert clean_markup(mdx).text == "\n\nText.\n"
+
+
 #: One construct of each generator, with a word in it that must survive.
 SNIPPETS = [
     "## Heading {w} {{ #id-{w} }}",

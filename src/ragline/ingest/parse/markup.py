@@ -49,8 +49,9 @@ _OPTION_LINE = re.compile(r"^\s*:[\w-]+:(?:\s.*)?$")  # MyST directive options (
 _INCLUDE_LINE = re.compile(
     r"^\s*(?:\{\*.*\*\}|\{!.*!\}|-{2}8<-{2}\s*\S.*|-{2}8<-{2}\s*)\s*$"  # FastAPI, mkdocs, snippets
 )
-_MDX_LINE = re.compile(
-    r"^(?:import\s+.+\s+from\s+['\"].+['\"]|import\s+['\"].+['\"]|export\s+.+);?\s*$"
+_MDX_LINE = re.compile(  # MDX module lines; prose that starts "Export the model…" is kept
+    r"^(?:import\s+(?:.+\s+from\s+)?['\"][^'\"]+['\"]|"
+    r"export\s+(?:(?:const|let|var|default|function|async|class)\b|\{).*);?\s*$"
 )
 _ALERT = re.compile(r"^(?P<quote>\s*>\s*)\[!(?P<kind>[A-Za-z]+)\]\s*(?P<rest>.*)$")
 _MYST_TARGET = re.compile(r"^\s*\((?P<id>[^()\s]+)\)=\s*$")  # (label)= before a heading
