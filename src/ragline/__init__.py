@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ragline.eval.beir import DatasetError
     from ragline.ingest.chunk import Chunker
     from ragline.ingest.errors import IngestError
+    from ragline.ingest.ignore import IgnoreFileError
+    from ragline.ingest.lock import IngestLockedError
     from ragline.ingest.parse.ocr import OcrUnavailable
     from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
@@ -126,6 +128,8 @@ _LOCATIONS: dict[str, str] = {
     "InputError": "ragline.errors",
     "FaultError": "ragline.errors",
     "IngestError": "ragline.ingest.errors",
+    "IgnoreFileError": "ragline.ingest.ignore",
+    "IngestLockedError": "ragline.ingest.lock",
     "EmbeddingError": "ragline.embed.base",
     "ReaderError": "ragline.reader",
     "StoreError": "ragline.store.base",
@@ -164,7 +168,9 @@ __all__ = [
     "GenerationRequest",
     "Generator",
     "Hit",
+    "IgnoreFileError",
     "IngestError",
+    "IngestLockedError",
     "IngestReport",
     "InputError",
     "LocalModelUnavailable",
