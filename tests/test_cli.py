@@ -120,3 +120,49 @@ def test_an_invalid_setting_is_named_in_one_line(
     assert result.exit_code == 2, result.output
     assert "invalid setting candidates" in result.stderr
     assert "validation error" not in result.output + result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ask", "what is ragline?"], ["search", "ragline"], ["status"], ["reindex"], ["stats"]],
+)
+def test_a_missing_index_is_an_error_not_an_empty_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """Run from the wrong folder, a read command names where it looked and how to make
+    an index, exits non-zero, and creates nothing there (no ./.ragline)."""
+    monkeypatch.delenv("RAGLINE_INDEX_DIR", raising=False)
+    monkeypatch.delenv("RAGLINE_STORE_URL", raising=False)
+    monkeypatch.delenv("RAGLINE_QUERY_LOG_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert str(tmp_path / ".ragline") in message
+    assert "ragline ingest PATH" in message or "ragline serve" in message
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+    elsewhere = tmp_path / "elsewhere"
+    result = runner.invoke(app, [*args, "--index", str(elsewhere)])
+    assert result.exit_code == 2, result.output
+    assert str(elsewhere) in " ".join(result.stderr.split())
+    assert not elsewhere.exists()
+
+
+def test_an_empty_folder_gets_a_hint_not_a_silent_success(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["ingest", str(empty), "--index", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert f"{empty}: no documents found" in message
+    assert ".md" in message and ".pdf" in message and "RAGLINE_EXTENSIONS" in message
+    # only unsupported files, and one file excluded: the hint counts it
+    (empty / "photo.png").write_bytes(b"\x89PNG\r\n")
+    (empty / "notes.md").write_text("# Notes\n\nA note.\n")
+    args = ["ingest", str(empty), "--index", str(tmp_path / "idx"), "--exclude", "notes.md"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert warning["path"] == empty.as_posix()
+    assert "1 path(s) left out by --exclude" in warning["reason"]

@@ -33,6 +33,9 @@ def test_relevant_events() -> None:
     assert relevant(Change.modified, "/r/a/b.md", root, EXTS, index)
     assert not relevant(Change.modified, "/r/a/b.png", root, EXTS, index)
     assert not relevant(Change.added, "/r/.git/x.md", root, EXTS, index)
+    # the root's .raglineignore changes what is indexed: it triggers a sync
+    assert relevant(Change.modified, "/r/.raglineignore", root, EXTS, index)
+    assert not relevant(Change.modified, "/r/a/.raglineignore", root, EXTS, index)
     assert not relevant(Change.modified, "/r/.ragline/chunks.lance/x.txt", root, EXTS, index)
     assert not relevant(Change.added, "/elsewhere/x.md", root, EXTS, index)
     assert relevant(Change.deleted, "/r/old-folder", root, EXTS, index)

@@ -9,8 +9,16 @@ errors. Names are imported lazily, so ``import ragline.types`` (or
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# No telemetry. onnxruntime (1.32) records events in
+# ~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db as soon as it is
+# imported; this variable, read at that import, is the one switch that stops it
+# (disable_telemetry_events() comes too late). Set here, before any part of
+# ragline imports onnxruntime, and inherited by every process ragline starts.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 if TYPE_CHECKING:
     from ragline.aio import AsyncRagline
@@ -30,6 +38,8 @@ if TYPE_CHECKING:
     from ragline.eval.beir import DatasetError
     from ragline.ingest.chunk import Chunker
     from ragline.ingest.errors import IngestError
+    from ragline.ingest.ignore import IgnoreFileError
+    from ragline.ingest.lock import IngestLockedError
     from ragline.ingest.parse.ocr import OcrUnavailable
     from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
     from ragline.ingest.web.crawl import PageFetcher, RobotsRules
@@ -126,6 +136,8 @@ _LOCATIONS: dict[str, str] = {
     "InputError": "ragline.errors",
     "FaultError": "ragline.errors",
     "IngestError": "ragline.ingest.errors",
+    "IgnoreFileError": "ragline.ingest.ignore",
+    "IngestLockedError": "ragline.ingest.lock",
     "EmbeddingError": "ragline.embed.base",
     "ReaderError": "ragline.reader",
     "StoreError": "ragline.store.base",
@@ -167,7 +179,9 @@ __all__ = [
     "GenerationRequest",
     "Generator",
     "Hit",
+    "IgnoreFileError",
     "IngestError",
+    "IngestLockedError",
     "IngestReport",
     "InputError",
     "LocalModelUnavailable",

@@ -25,6 +25,8 @@ from rich.progress import (
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
 from ragline.eval.cli import eval_command
+from ragline.ingest.ignore import IgnoreFileError
+from ragline.ingest.lock import IngestLockedError
 from ragline.ingest.report import IngestReport
 from ragline.ingest.web import is_url
 from ragline.mcp.cli import mcp_command
@@ -33,6 +35,7 @@ from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
 from ragline.settings import ChunkerName, GeneratorName, Settings, invalid_setting
 from ragline.store.base import StoreError
+from ragline.store.factory import missing_index
 from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
 
@@ -57,6 +60,15 @@ FilterOpt = Annotated[
     list[str] | None,
     typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
 ]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="GLOB",
+        help="Leave out matching paths (gitignore syntax, relative to PATH; repeatable); "
+        "PATH/.raglineignore is read too.",
+    ),
+]
 ExpandOpt = Annotated[
     int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
 ]
@@ -73,8 +85,33 @@ def _engine(index: Path | None, **overrides: Any) -> Ragline:
     return Ragline(settings)
 
 
+def _existing(index: Path | None, **overrides: Any) -> Ragline:
+    """:func:`_engine` for a command that reads an index: exit 2 with one line naming
+    where ragline looked and how to make one, instead of creating an empty index
+    there and answering as if the documents held nothing."""
+    rag = _engine(index, **overrides)
+    try:
+        folder = missing_index(rag.settings)
+    except StoreError as e:
+        raise _fail(str(e)) from None
+    if folder is not None:
+        where = folder.parent if folder.name == "lance" else folder
+        raise _fail(
+            f"no index in {where.absolute()}: run `ragline ingest PATH` to make one, "
+            "or point --index (RAGLINE_INDEX_DIR) at an existing index"
+        )
+    return rag
+
+
+def _with_excludes(index: Path | None, patterns: list[str] | None) -> dict[str, Any]:
+    """``--exclude`` added to the configured ``exclude`` patterns (as an override)."""
+    if not patterns:
+        return {}
+    return {"exclude": (*_engine(index).settings.exclude, *patterns)}
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/] {message}")
+    err.print(f"[red]error:[/] {message}", soft_wrap=True)  # one line, whole paths kept
     return typer.Exit(code)
 
 
@@ -119,10 +156,14 @@ def ingest(
             help="URL: links followed; 0 = that page only (RAGLINE_WEB_MAX_DEPTH).",
         ),
     ] = None,
+    exclude: ExcludeOpt = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index new and changed files, skip unchanged ones, drop deleted ones.
+
+    Paths matching --exclude or the folder's .raglineignore (gitignore syntax)
+    are left out, and removed from the index if they were in it.
 
     A URL is crawled on its site (a sitemap.xml: the pages it lists), honouring
     robots.txt; a re-crawl asks each page "changed?" (ETag / Last-Modified).
@@ -136,7 +177,7 @@ def ingest(
     # one that exists but cannot be read is a failed file, not a usage error
     if isinstance(path, Path) and not os.path.lexists(path):
         raise _fail(f"{path}: no such file or folder")
-    rag = _engine(index, tenant=tenant)
+    rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
     try:
         # Sizes and times keep their width (44 cells and the bar); the file name
@@ -168,7 +209,7 @@ def ingest(
                 max_pages=max_pages,
                 max_depth=max_depth,
             )
-    except (StoreError, FileNotFoundError) as e:
+    except (StoreError, FileNotFoundError, IgnoreFileError, IngestLockedError) as e:
         raise _fail(str(e)) from None
     finally:
         rag.close()
@@ -189,6 +230,7 @@ def _print_report(r: IngestReport, saved: Path) -> None:
         out.print(f"[dim]{escape(r.model_choice)}[/]", highlight=False, soft_wrap=True)
     pairs = [
         ("files found", str(r.files)),
+        ("excluded (ignore rules)", str(len(r.excluded))),
         ("indexed (new or changed)", str(len(r.indexed))),
         ("skipped (unchanged)", str(len(r.skipped))),
         ("deleted", str(len(r.deleted))),
@@ -219,6 +261,11 @@ def _print_report(r: IngestReport, saved: Path) -> None:
             f"{blocked} disallowed by robots.txt{cut}",
             highlight=False,
         )
+    if r.excluded:
+        shown = ", ".join(r.excluded[:10]) + (
+            f", … ({len(r.excluded) - 10} more)" if len(r.excluded) > 10 else ""
+        )
+        out.print(f"[dim]excluded: {escape(shown)}[/]", soft_wrap=True, highlight=False)
     for f in r.failed:
         err.print(f"[red]failed[/] {escape(str(f))}", soft_wrap=True, highlight=False)
     for warning in r.warnings:
@@ -239,7 +286,7 @@ def search(
 ) -> None:
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
     options = _search_options(mode, filters, top_k, expand)
-    rag = _engine(index, tenant=tenant)
+    rag = _existing(index, tenant=tenant)
     try:
         result = rag.search(query, **options)
     except (StoreError, ValueError) as e:
@@ -309,7 +356,7 @@ def ask(
         names = ", ".join(get_args(GeneratorName))
         raise _fail(f"--generator must be one of {names}, not {generator!r}")
     history = _read_history(history_file) if history_file else None
-    rag = _engine(index, tenant=tenant, generator=generator)
+    rag = _existing(index, tenant=tenant, generator=generator)
     answer: Answer | None = None
     streamed = False
     try:
@@ -393,7 +440,7 @@ def _print_answer_details(answer: Answer) -> None:
 @app.command()
 def reindex(index: IndexOpt = None) -> None:
     """Re-embed every stored chunk with the configured model (no re-parsing)."""
-    rag = _engine(index)
+    rag = _existing(index)
     try:
         n = rag.reindex()
     except StoreError as e:
@@ -406,7 +453,7 @@ def reindex(index: IndexOpt = None) -> None:
 @app.command()
 def status(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
     """What the index holds and which model built it."""
-    rag = _engine(index)
+    rag = _existing(index)
     try:
         info = rag.status()
     finally:
@@ -442,7 +489,7 @@ def migrate(
     """
     from ragline.store.migrate import migrate_to_url
 
-    settings = _engine(index).settings
+    settings = _existing(index).settings
     try:
         report = migrate_to_url(settings, to, force=force, sample=max(0, sample))
     except StoreError as e:
@@ -568,9 +615,12 @@ def watch(
             help="Longest wait gathering events (RAGLINE_WATCH_DEBOUNCE_MS).",
         ),
     ] = None,
+    exclude: ExcludeOpt = None,
     index: IndexOpt = None,
 ) -> None:
     """Index the folder, then re-index it as files are added, changed or deleted.
+
+    --exclude and the folder's .raglineignore leave paths out, as for ingest.
 
     One status line per re-index (on stderr); Ctrl-C stops.
     """
@@ -580,7 +630,7 @@ def watch(
 
     if not path.is_dir():
         raise _fail(f"{path}: no such folder")
-    rag = _engine(index, tenant=tenant)
+    rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
 
     def show(event: SyncEvent) -> None:
         at = datetime.now().strftime("%H:%M:%S")
@@ -602,7 +652,7 @@ def watch(
         watch_folder(rag, path, tenant=tenant, on_sync=show, debounce_ms=debounce_ms)
     except KeyboardInterrupt:  # Ctrl-C between two waits: a sync is atomic per batch
         pass
-    except (StoreError, FileNotFoundError) as e:
+    except (StoreError, FileNotFoundError, IgnoreFileError) as e:
         raise _fail(str(e)) from None
     finally:
         rag.close()
@@ -623,10 +673,16 @@ def stats(
     """Latency percentiles per stage (first token included), statuses and tokens, and
     the answers' feedback per day (helpful rate, citation click rate), from the query
     log of `ragline serve`."""
-    from ragline.serve.querylog import QueryLogError, make_query_log
+    from ragline.serve.querylog import QueryLogError, make_query_log, sqlite_path
     from ragline.serve.stats import summarize
 
     settings = _engine(index, tenant=tenant).settings
+    db = sqlite_path(settings) if settings.query_log_enabled else None
+    if db is not None and not db.is_file():  # never create one (nor its folder) to read it
+        raise _fail(
+            f"no query log at {db.absolute()}: `ragline serve` writes one as it answers; "
+            "point --index (RAGLINE_INDEX_DIR) or RAGLINE_QUERY_LOG_URL at the server's"
+        )
     try:
         log = make_query_log(settings)
         try:

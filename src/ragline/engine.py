@@ -28,6 +28,7 @@ from ragline.embed.choice import (
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
 from ragline.ingest.chunk import CappedChunker, Chunker, RecursiveChunker, SectionChunker
+from ragline.ingest.lock import ingest_lock
 from ragline.ingest.report import IngestReport
 from ragline.ingest.sync import Indexer, ProgressCallback
 from ragline.ingest.web import PageCache, ingest_web, is_url
@@ -203,7 +204,22 @@ class Ragline:
 
         ``title``: the title of a single file that has none of its own. A URL is
         crawled (:mod:`ragline.ingest.web`) within ``max_pages`` fetches and
-        ``max_depth`` links (default: the ``web_*`` settings)."""
+        ``max_depth`` links (default: the ``web_*`` settings). One ingest runs at a
+        time per index folder: another one's raises
+        :class:`~ragline.ingest.lock.IngestLockedError` at once, naming its pid."""
+        with ingest_lock(self.settings.index_dir):
+            return self._ingest(path, tenant, chunker, progress, title, max_pages, max_depth)
+
+    def _ingest(
+        self,
+        path: str | Path,
+        tenant: str | None,
+        chunker: ChunkerName | None,
+        progress: ProgressCallback | None,
+        title: str | None,
+        max_pages: int | None,
+        max_depth: int | None,
+    ) -> IngestReport:
         counter = TokenCounter()
         embedder = self.embedder  # resolves auto from the index's model, if it has one
         settings = self.settings

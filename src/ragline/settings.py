@@ -185,6 +185,11 @@ class Settings(BaseSettings):
         description="Hard cap on a chunk's characters, whatever its token count (a line "
         "without spaces counts as one token); longer chunks are cut.",
     )
+    exclude: tuple[str, ...] = Field(
+        (),
+        description="Paths left out of ingest and watch (gitignore patterns, a JSON list in "
+        "the environment), with the root's .raglineignore; `--exclude` adds to them.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
@@ -714,7 +719,9 @@ class Settings(BaseSettings):
         "<index_dir>/querylog.sqlite3.",
     )
     query_log_privacy: bool = Field(
-        False, description="Store only the question's hash, never its text."
+        True,
+        description="Store only the question's and answer's hashes, never their text "
+        "(false: full logging).",
     )
     query_log_salt: str = Field(
         "",

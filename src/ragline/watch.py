@@ -20,6 +20,7 @@ from pathlib import Path
 from watchfiles import Change, watch
 
 from ragline.engine import Ragline
+from ragline.ingest.ignore import IGNORE_FILE
 from ragline.ingest.report import IngestReport
 
 #: Quiet time (ms) that ends a burst of events: watchfiles' own default step.
@@ -52,7 +53,8 @@ def relevant(
     change: Change, path: str, root: Path, extensions: Iterable[str], index_dir: Path
 ) -> bool:
     """Does this event concern an ingested file (pure)? Hidden files and folders and
-    the index itself are ignored, as ingest ignores them; a deletion always counts
+    the index itself are ignored, as ingest ignores them (but not the root's
+    .raglineignore, whose rules each sync reads); a deletion always counts
     (a deleted folder may be reported by its own path, which has no suffix)."""
     p = Path(path)
     try:
@@ -61,6 +63,8 @@ def relevant(
         return False
     if p == index_dir or index_dir in p.parents:
         return False
+    if rel.as_posix() == IGNORE_FILE:  # new exclusion rules: the next sync applies them
+        return True
     if any(part.startswith(".") for part in rel.parts):
         return False
     if change is Change.deleted:

@@ -64,15 +64,17 @@ def test_block_kinds_and_exact_spans() -> None:
         BlockKind.LIST,
         BlockKind.MATH,
         BlockKind.QUOTE,
-        BlockKind.HTML,
+        BlockKind.PARAGRAPH,  # HTML is rendered to its text (ingest/parse/markup.py)
         BlockKind.RULE,
         BlockKind.CODE,
     ]
     assert texts(doc)[2] == "```python\nprint(1)\n```"
     assert texts(doc)[4] == "| a | b |\n|---|---|\n| 1 | 2 |"
     assert texts(doc)[7] == "$$\nE = mc^2\n$$"
+    assert texts(doc)[9] == "html"
     assert texts(doc)[11] == "    indented code"
-    assert doc.body == src  # no front matter: the body is the file
+    # no front matter: the body is the file, its HTML tags rendered to text
+    assert doc.body == src.replace("<div>html</div>", "html")
     check_spans(doc)
 
 

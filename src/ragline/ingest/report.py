@@ -37,6 +37,8 @@ class IngestReport:
     chunker: str
     model: str
     files: int = 0
+    #: files and folders ("name/") left out by --exclude / .raglineignore, not counted in files
+    excluded: list[str] = field(default_factory=list)
     indexed: list[str] = field(default_factory=list)  # new or changed, written
     skipped: list[str] = field(default_factory=list)  # unchanged content hash
     deleted: list[str] = field(default_factory=list)  # gone from disk, removed from the index

@@ -39,6 +39,7 @@ from ragline.ingest.discover import chapter_of, discover, escaped, resolved
 from ragline.ingest.errors import IngestError
 from ragline.ingest.failures import FailureMemory, Remembered
 from ragline.ingest.hygiene import missing_metadata, skipped_heading_levels
+from ragline.ingest.ignore import rules_for
 from ragline.ingest.parse import OcrOptions, ParseLimits, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
@@ -98,6 +99,20 @@ def plan_sync(current: Sequence[FileState], indexed: dict[str, DocumentRecord]) 
             plan.to_index.append(f)
     plan.to_delete = [r for s, r in sorted(indexed.items()) if s not in seen]
     return plan
+
+
+def no_documents_hint(extensions: Sequence[str], excluded: Sequence[str]) -> str:
+    """Why a run found nothing to read: which files it looks for and what it skips,
+    so an empty or wrong folder is not mistaken for a successful ingest."""
+    left_out = (
+        f"; {len(excluded)} path(s) left out by --exclude / .raglineignore / RAGLINE_EXCLUDE"
+        if excluded
+        else ""
+    )
+    return (
+        f"no documents found: ragline reads {' '.join(extensions)} files (RAGLINE_EXTENSIONS); "
+        f"hidden files and folders are skipped{left_out}"
+    )
 
 
 def in_scope(source: str, root: Path) -> bool:
@@ -178,9 +193,13 @@ class Indexer:
         if not choosing:
             self._record_model(report)
         self._remove_orphans(report, tenant, lambda source: in_scope(source, root))
-        found = discover(root, self.settings.extensions)
+        found = discover(root, self.settings.extensions, rules_for(root, self.settings.exclude))
+        report.excluded = found.excluded
         paths = found.files
         report.files = len(paths) + len(found.rejected)
+        if not report.files:
+            hint = no_documents_hint(self.settings.extensions, found.excluded)
+            report.warnings.append(FileFailure(root.as_posix(), hint))
         for path, problem in found.rejected:
             report.failed.append(FileFailure(escaped(_relative(path, base)), problem))
         indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}

@@ -199,7 +199,8 @@ class ServeMiddleware:
                 return error_response(
                     429,
                     f"rate limit of {decision.limit} requests per minute reached; "
-                    f"retry in {wait} s",
+                    f"retry in {wait} s (the server's RAGLINE_RATE_LIMIT_PER_MINUTE "
+                    "raises it; 0 turns it off)",
                     extra={"retry_after": int(wait)},
                     headers={
                         "Retry-After": wait,

@@ -104,6 +104,22 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> S
     )
 
 
+def missing_index(settings: Settings) -> Path | None:
+    """The folder an embedded index (LanceDB, Qdrant or Chroma local) should be in,
+    when it is not there; None when it is, or when the store is a server (whose
+    emptiness only the server can tell).
+
+    Read commands check this first: opening the store would create an empty index
+    in the wrong folder and answer "no results" as if the documents said nothing."""
+    location = store_location(settings)
+    if location.kind == "lance" or (
+        location.kind in ("qdrant", "chroma") and "://" not in location.target
+    ):
+        folder = Path(location.target)
+        return None if folder.is_dir() else folder
+    return None
+
+
 def make_store(settings: Settings, dimension: int) -> Store:
     """The store ``STORE_URL`` names; the embedded LanceDB index in
     ``settings.index_dir`` when it is empty (the default)."""

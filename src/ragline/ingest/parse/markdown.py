@@ -33,6 +33,7 @@ from mdit_py_plugins.dollarmath.index import math_block_dollar
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from ragline.ingest.errors import IngestError
+from ragline.ingest.parse.markup import clean_markup
 from ragline.ingest.spans import lstrip_span, rstrip_span
 from ragline.types import Block, BlockKind, ParsedDocument
 
@@ -121,6 +122,8 @@ def parse_markdown(text: str, source: str) -> ParsedDocument:
     valid YAML or not a mapping.
     """
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    cleaned = clean_markup(text)  # site-generator markup to text, line for line
+    text = cleaned.text
     md = markdown_parser()
     tokens = md.parse(text)
     line_starts = _line_starts(text)
@@ -144,7 +147,7 @@ def parse_markdown(text: str, source: str) -> ParsedDocument:
         if kind is BlockKind.HEADING:
             span.level = int(tok.tag[1:])
             span.title = heading_title(tokens[i + 1].content)
-            span.anchor = heading_anchor(tokens[i + 1].content)
+            span.anchor = cleaned.anchors.get(tok.map[0]) or heading_anchor(tokens[i + 1].content)
         spans.append(span)
 
     spans = _absorb_label_lines(text, spans)

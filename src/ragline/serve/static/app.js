@@ -623,9 +623,12 @@ async function httpError(res) {
 function describeError(err) {
   if (err.status === 429) {
     const secs = err.retryAfter !== null ? Math.max(1, Math.ceil(err.retryAfter)) : null;
-    return secs !== null
-      ? `Too many questions in a short time. Try again in ${secs} s.`
-      : "Too many questions in a short time. Try again in a minute.";
+    const when = secs !== null ? `in ${secs} s` : "in a minute";
+    // a local user hits the default 10 a minute quickly: say which setting raises it
+    return (
+      `Too many questions in a short time. Try again ${when}. ` +
+      "The server's RAGLINE_RATE_LIMIT_PER_MINUTE setting raises the limit (0 turns it off)."
+    );
   }
   if (err.status === 401) {
     return `${err.message} This server needs an API key.`;
