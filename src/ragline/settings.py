@@ -739,6 +739,12 @@ class Settings(BaseSettings):
     mcp_snippet_chars: int = Field(
         600, ge=0, le=100_000, description="Text an MCP search hit carries (get_chunk: all)."
     )
+    serve_trusted_proxies: tuple[str, ...] = Field(
+        (),
+        description="Proxy addresses or networks (a JSON list) whose X-Forwarded-For / "
+        "X-Forwarded-Proto `ragline serve` believes; empty: none, the TCP peer is the client "
+        "(trusting loopback let any local caller spoof its address past the rate limit).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

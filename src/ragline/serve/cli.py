@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -74,14 +74,27 @@ def serve(
             host=settings.serve_host,
             port=settings.serve_port,
             workers=settings.serve_workers,
-            proxy_headers=True,
+            **proxy_options(settings),
         )
         return
     from ragline.serve.app import create_app
 
     uvicorn.run(
-        create_app(settings), host=settings.serve_host, port=settings.serve_port, proxy_headers=True
+        create_app(settings),
+        host=settings.serve_host,
+        port=settings.serve_port,
+        **proxy_options(settings),
     )
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's forwarded-header options: only the configured proxies are believed.
+
+    uvicorn trusts 127.0.0.1 by default (or ``$FORWARDED_ALLOW_IPS``), so any local
+    caller could name itself anyone in ``X-Forwarded-For`` and never be rate limited.
+    """
+    trusted = [p.strip() for p in settings.serve_trusted_proxies if p.strip()]
+    return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted}
 
 
 def shared_rate_limit_backend(settings: Settings) -> str:
