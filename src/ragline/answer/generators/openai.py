@@ -50,6 +50,13 @@ def _usage(raw: Any) -> dict[str, int]:
     return {k: int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+def _field(obj: Any, key: str, kind: type) -> Any:
+    """``obj[key]`` when ``obj`` is a dict and the value has the expected ``kind``, else
+    that kind's empty value: a reply of the wrong shape reads as empty, never raises."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, kind) else kind()
+
+
 class OpenAIGenerator:
     """Streams chat completions from ``{base_url}/chat/completions``.
 
@@ -149,9 +156,20 @@ class OpenAIGenerator:
         """Deltas of one 200 response: an SSE stream, or one JSON body from a server
         that ignores ``stream``."""
         if resp.headers.get("content-type", "").startswith("application/json"):
-            payload = json.loads(resp.read())
-            choice = (payload.get("choices") or [{}])[0]
-            text = (choice.get("message") or {}).get("content") or ""
+            raw = resp.read()
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                raise GenerationError(
+                    f"malformed reply from the LLM endpoint (HTTP 200, not JSON): {raw[:200]!r}"
+                ) from None
+            choices = _field(payload, "choices", list)
+            message = _field(choices[0] if choices else None, "message", dict)
+            if not message:
+                raise GenerationError(
+                    f"malformed reply from the LLM endpoint (no choices[0].message): {raw[:200]!r}"
+                )
+            text = _field(message, "content", str)
             yield Delta(text=text, usage=_usage(payload.get("usage")))
             return
         finished = False
@@ -170,8 +188,13 @@ class OpenAIGenerator:
                     f"LLM endpoint error in stream: {error_message(json.dumps(event).encode())}"
                 )
             usage = _usage(event.get("usage")) or usage
-            for choice in event.get("choices") or []:
-                text = (choice.get("delta") or {}).get("content") or ""
+            choices = event.get("choices") or []
+            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                raise GenerationError(
+                    f"malformed stream event from the LLM endpoint: {json.dumps(event)[:200]!r}"
+                )
+            for choice in choices:
+                text = _field(_field(choice, "delta", dict), "content", str)
                 if text:
                     yield Delta(text=text)
                 finished = finished or bool(choice.get("finish_reason"))
