@@ -141,3 +141,34 @@ def test_a_malformed_llm_reply_gives_the_extractive_answer(
             names = [n for n, _ in events]
             assert "error" not in names and names[-1] == "done", events
             assert events[-1][1]["answer"]["answer"].startswith(NOTICE)
+
+
+def test_the_generation_deadline_gives_the_extractive_answer(
+    docs_index: Path, serve: Callable[..., LiveServer], llm: tuple[str, Any]
+) -> None:
+    """An endpoint that hangs (the per-request timeout is 60 s) and one that sends a
+    token a second (never tripping that timeout): past ``llm_deadline_s`` the client
+    gets the extractive answer with the notice, plain and streamed (the ``done``
+    event's answer replaces the tokens streamed before the deadline)."""
+    url, script = llm
+    hang = ("sleep", 15)
+    drip = ("drip", ["The section", " chunker", " keeps", " tables", " whole"], 1.0)
+    script.script = [hang, drip, hang, drip]
+    live = llm_server(serve, docs_index, url, llm_deadline_s=2.5, llm_timeout_s=60)
+    late = "The language model is busy (it did not answer in time)"
+    with live.client() as c:
+        for _ in (hang, drip):
+            r = c.post("/api/query", json={"question": QUESTION})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["answer"].startswith(late) and body["citations"]
+            meta = body["metadata"]
+            assert meta["generator"] == "extractive" and meta["complete"] is True
+            assert "2.5 s generation deadline" in meta["error"]
+        for _ in (hang, drip):
+            with c.stream("POST", "/api/chat", json={"message": QUESTION}) as s:
+                events = sse_events("".join(s.iter_text()))
+            names = [n for n, _ in events]
+            assert "error" not in names and names[-1] == "done", events
+            final = events[-1][1]["answer"]
+            assert final["answer"].startswith(late) and "chunker keeps" not in final["answer"]
