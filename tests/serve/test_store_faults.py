@@ -18,7 +18,7 @@ from ragline.embed.base import Embedder
 from ragline.engine import Ragline
 from ragline.settings import Settings
 
-from .conftest import LiveServer, start_server, stop_server
+from .conftest import LiveServer, metric_value, start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "What does the section chunker do with tables?"
@@ -197,3 +197,37 @@ def test_qdrant_local_folder_replaced_by_a_copy(tmp_path: Path, embedder: Embedd
         assert_degraded_then_back(live, lose, restore)
     finally:
         stop_server(live)
+
+
+def test_one_malformed_stored_chunk_is_left_out_logged_and_counted(
+    tmp_path: Path, docs_index: Path, embedder: Embedder, caplog: Any
+) -> None:
+    """A stored row with a missing field (``text`` NULL, as after a crash or a hand
+    edit) turned every request that retrieved it into a 400 blaming the question: it
+    is left out of the answer, logged with its id, and counted in /metrics."""
+    import lancedb
+
+    index = tmp_path / "index"
+    shutil.copytree(docs_index, index)
+    settings = Settings(index_dir=index, rate_limit_per_minute=0, query_log_salt="s")
+    rag = Ragline(settings, embedder=embedder)
+    try:
+        top = rag.search(QUESTION).hits[0].chunk.id
+    finally:
+        rag.close()
+    table = lancedb.connect(str(index / "lance")).open_table("chunks")
+    table.update(where=f"id = '{top}'", values_sql={"text": "NULL"})
+
+    live = start_server(settings, embedder)
+    try:
+        with live.client() as c, caplog.at_level("ERROR", logger="ragline.retrieve"):
+            for path, field in (("/api/query", "question"), ("/api/search", "query")):
+                r = c.post(path, json={field: QUESTION})
+                assert r.status_code == 200, r.text
+                assert top not in r.text
+            metrics = c.get("/metrics").text
+    finally:
+        stop_server(live)
+    logged = [r.getMessage() for r in caplog.records if top in r.getMessage()]
+    assert len(logged) == 1 and "field text is missing" in logged[0]
+    assert metric_value(metrics, "ragline_malformed_chunks") >= 1
