@@ -71,7 +71,9 @@ def test_serve_create_starts_on_an_empty_index(tmp_path: Path) -> None:
     index = tmp_path / "new-index"
     env = {**os.environ, "RAGLINE_QUERY_LOG_SALT": "s"}
     cmd = [sys.executable, "-m", "ragline", "serve", "--index", str(index), "--port", str(port)]
-    proc = subprocess.Popen([*cmd, "--create"], env=env, stderr=subprocess.PIPE)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:  # a file, not a pipe: a full pipe would block the server
+        proc = subprocess.Popen([*cmd, "--create"], env=env, stdout=sink, stderr=sink)
     try:
         ready = False
         deadline = time.monotonic() + 120
@@ -80,7 +82,7 @@ def test_serve_create_starts_on_an_empty_index(tmp_path: Path) -> None:
                 ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
             except httpx.TransportError:
                 time.sleep(0.5)
-        assert ready, proc.stderr.read().decode() if proc.poll() is not None else "not ready"
+        assert ready, log.read_text(errors="replace")[-2000:]
         assert index.exists()
     finally:
         proc.terminate()
