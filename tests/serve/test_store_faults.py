@@ -6,13 +6,16 @@ cache gets a clear 503; readiness and answers come back by themselves."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from ragline.embed.base import Embedder
 from ragline.engine import Ragline
@@ -231,3 +234,55 @@ def test_one_malformed_stored_chunk_is_left_out_logged_and_counted(
     logged = [r.getMessage() for r in caplog.records if top in r.getMessage()]
     assert len(logged) == 1 and "field text is missing" in logged[0]
     assert metric_value(metrics, "ragline_malformed_chunks") >= 1
+
+
+@pytest.fixture
+def read_only_index(tmp_path: Path, docs_index: Path) -> Iterator[Path]:
+    """A copy of the docs index on a read-only file system: a read-only bind mount
+    when running as root (root ignores file modes), else the modes taken away."""
+    source, index = tmp_path / "source", tmp_path / "index"
+    shutil.copytree(docs_index, source)
+    index.mkdir()
+    if os.geteuid() != 0:
+        shutil.rmtree(index)
+        source.rename(index)
+        for p in [index, *index.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        yield index
+        for p in [index, *index.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
+        return
+    for cmd in (["mount", "--bind", str(source), str(index)],
+                ["mount", "-o", "remount,bind,ro", str(index)]):  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", str(index)], capture_output=True, check=False)
+            pytest.skip(f"root without mount rights cannot make a read-only folder: {done.stderr}")
+    try:
+        yield index
+    finally:
+        subprocess.run(["umount", str(index)], check=True)
+
+
+def test_a_read_only_index_is_served_read_only(read_only_index: Path, embedder: Embedder) -> None:
+    """The server refused to start on a read-only index (a raw traceback), though it
+    can be read: search, answers and chat work; uploads and deletions get a 503
+    saying why."""
+    settings = Settings(index_dir=read_only_index, rate_limit_per_minute=0, query_log_salt="s")
+    live = start_server(settings, embedder)
+    try:
+        with live.client() as c:
+            assert c.post("/api/search", json={"query": QUESTION}).status_code == 200
+            r = c.post("/api/query", json={"question": QUESTION})
+            assert r.status_code == 200 and r.json()["citations"], r.text
+            with c.stream("POST", "/api/chat", json={"message": QUESTION}) as s:
+                assert s.status_code == 200
+                assert "event: done" in "".join(s.iter_text())
+            up = c.post("/api/documents", files={"file": ("a.md", b"# A\n\nSome new text.")})
+            assert up.status_code == 503 and up.json()["error"] == "read_only", up.text
+            assert "read-only" in up.json()["message"]
+            doc = c.get("/api/documents").json()["documents"][0]["doc_id"]
+            gone = c.delete(f"/api/documents/{doc}")
+            assert gone.status_code == 503 and gone.json()["error"] == "read_only"
+    finally:
+        stop_server(live)
