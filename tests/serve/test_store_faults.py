@@ -6,6 +6,7 @@ cache gets a clear 503; readiness and answers come back by themselves."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -234,6 +235,17 @@ def test_one_malformed_stored_chunk_is_left_out_logged_and_counted(
     logged = [r.getMessage() for r in caplog.records if top in r.getMessage()]
     assert len(logged) == 1 and "field text is missing" in logged[0]
     assert metric_value(metrics, "ragline_malformed_chunks") >= 1
+
+    from typer.testing import CliRunner
+
+    from ragline.cli import app
+
+    status = CliRunner().invoke(app, ["status", "--index", str(index), "--json"])
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.stdout)["malformed_chunks"] == {
+        "count": 1,
+        "ids": {top: "field text is missing, not text"},
+    }
 
 
 @pytest.fixture
