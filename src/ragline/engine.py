@@ -35,7 +35,7 @@ from ragline.ingest.web import PageCache, ingest_web, is_url
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import ChunkerName, Settings
-from ragline.store.base import Store, check_model
+from ragline.store.base import Store, check_model, chunk_problem
 from ragline.store.factory import make_store
 from ragline.types import Answer, Scalar, SearchResult, StreamEvent
 
@@ -358,6 +358,7 @@ class Ragline:
             "documents": len(docs),
             "chunks": store.count_chunks(None),
             "tenants": tenants,
+            "malformed_chunks": malformed_chunks(store),
         }
 
     def close(self) -> None:
@@ -367,3 +368,23 @@ class Ragline:
             close_generator = getattr(self._answerer.generator, "close", None)
             if callable(close_generator):
                 close_generator()
+
+
+#: Malformed chunks ``status`` names by id (the count covers all of them).
+MALFORMED_SHOWN = 20
+
+
+def malformed_chunks(store: Store) -> dict[str, Any]:
+    """Stored chunks with a missing or wrong-typed field (left out of answers): a
+    full read of the chunks, so a crash's or a hand edit's damage is seen before a
+    question finds it."""
+    found: dict[str, str] = {}
+    count = 0
+    for chunks, _ in store.iter_chunks():
+        for chunk in chunks:
+            problem = chunk_problem(chunk)
+            if problem is not None:
+                count += 1
+                if len(found) < MALFORMED_SHOWN:
+                    found[str(chunk.id)] = problem
+    return {"count": count, "ids": found}

@@ -475,6 +475,16 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(500, ge=1, le=100_000, validation_alias=_env("LLM_MAX_TOKENS"))
     llm_timeout_s: float = Field(60.0, gt=0, validation_alias=_env("LLM_TIMEOUT_S"))
     llm_max_retries: int = Field(4, ge=0, le=20, validation_alias=_env("LLM_MAX_RETRIES"))
+    # 45 s: a whole answer (500 tokens at 20+ tokens/s) takes under 30 s, and the
+    # fallback must reach the client before a proxy's usual 60 s read timeout; the
+    # per-request timeout and retries alone let one request hang for 345 s.
+    llm_deadline_s: float = Field(
+        45.0,
+        gt=0,
+        le=3600,
+        description="Longest an answer may wait on the LLM endpoint, retries and a slow "
+        "stream included; past it the extractive answer is given with a notice.",
+    )
     local_model_path: str = Field(
         "",
         description="GGUF model of the local generator; empty = the SmolLM2-135M-Instruct "
@@ -815,6 +825,12 @@ class Settings(BaseSettings):
     )
     mcp_snippet_chars: int = Field(
         600, ge=0, le=100_000, description="Text an MCP search hit carries (get_chunk: all)."
+    )
+    serve_trusted_proxies: tuple[str, ...] = Field(
+        (),
+        description="Proxy addresses or networks (a JSON list) whose X-Forwarded-For / "
+        "X-Forwarded-Proto `ragline serve` believes; empty: none, the TCP peer is the client "
+        "(trusting loopback let any local caller spoof its address past the rate limit).",
     )
 
     @model_validator(mode="after")

@@ -150,7 +150,9 @@ class ScriptedLLM:
     Behaviours: ``("stream", [texts], end)`` streams SSE chunks, ``end`` being
     "done" (finish_reason + usage + [DONE]), "cut" (the connection drops inside
     the chunked body) or "eof" (a clean close without [DONE]); ``("status",
-    code, headers, body)``; ``("sleep", seconds)`` stalls before answering.
+    code, headers, body)``; ``("sleep", seconds)`` stalls before answering;
+    ``("raw", code, content_type, body)`` sends ``body`` (bytes) as it is;
+    ``("drip", [texts], seconds)`` streams one text every ``seconds``.
     Requests (path, headers, JSON body) are recorded.
     """
 
@@ -179,6 +181,14 @@ def _handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             if action[0] == "sleep":
                 time.sleep(action[1])
                 action = ("stream", ["late"], "done")
+            if action[0] == "raw":
+                _, code, content_type, raw = action
+                self.send_response(code)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                return
             if action[0] == "status":
                 _, code, headers, text = action
                 payload = json.dumps({"error": {"message": text}}).encode()
@@ -191,6 +201,9 @@ def _handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
                 return
             _, texts, end = action
+            pause = 0.0
+            if action[0] == "drip":
+                pause, end = float(end), "done"
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             if end == "eof":
@@ -210,7 +223,11 @@ def _handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
             send(json.dumps({"choices": [{"delta": {"role": "assistant"}, "index": 0}]}))
             for t in texts:
-                send(json.dumps({"choices": [{"delta": {"content": t}, "index": 0}]}))
+                time.sleep(pause)
+                try:
+                    send(json.dumps({"choices": [{"delta": {"content": t}, "index": 0}]}))
+                except OSError:  # the client gave up on a slow stream
+                    return
             if end == "cut":
                 self.wfile.write(b'7f\r\ndata: {"cho')  # a chunk that never completes
                 self.wfile.flush()

@@ -188,3 +188,23 @@ def test_a_citation_of_the_wrong_source_is_flagged(
     support = verifier.check(claim, topic_context.blocks[1])
     assert support.score >= verifier.threshold  # topical overlap is high
     assert not support.supported and support.gap == "not in the source: 1850"
+
+
+def test_an_invented_label_is_removed_and_listed_as_dropped(
+    topic_context: Context, verifier: SupportVerifier
+) -> None:
+    """A ``[Label]`` naming no context block, placed as a citation, was left in the
+    text and listed nowhere: it is removed and listed in ``dropped``; bracketed text
+    inside a sentence stays as it is."""
+    text = (
+        "Dropout zeroes a random fraction of the activations [Dropout]. "
+        "Transformers use attention [Vaswani et al. 2017]. "
+        "Their [sic] result holds [Deep Learning Book][Momentum]."
+    )
+    r = resolve_citations(text, topic_context, verifier)
+    assert "Vaswani" not in r.text and "Deep Learning Book" not in r.text
+    assert r.dropped == ["[Vaswani et al. 2017]", "[Deep Learning Book]"]
+    assert "Their [sic] result" in r.text
+    assert r.text.startswith("Dropout zeroes a random fraction of the activations [1].")
+    assert "Transformers use attention." in r.text
+    assert {c.chunk_id for c in r.citations} <= topic_context.chunk_ids

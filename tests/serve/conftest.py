@@ -22,6 +22,7 @@ import uvicorn
 from ragline.embed.base import Embedder
 from ragline.engine import Ragline
 from ragline.serve.app import create_app
+from ragline.serve.cli import proxy_options
 from ragline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +61,13 @@ def start_server(settings: Settings, embedder: Embedder, rag: Ragline | None = N
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        **proxy_options(settings),  # as `ragline serve` runs it
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

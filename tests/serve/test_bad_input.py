@@ -110,3 +110,27 @@ def test_metric_labels_are_route_templates(docs_server: LiveServer) -> None:
         text, "ragline_http_requests_total", endpoint="/api/documents/{doc_id}", status="404"
     )
     assert seen >= 2
+
+
+def test_lone_surrogate_in_a_filter_key_is_a_400(docs_server: LiveServer) -> None:
+    """The key, not only the value, must be valid Unicode (it was the fuzzer's only 500:
+    the error body naming the key could not be encoded)."""
+    with docs_server.client() as c:
+        for path, q in (("/api/search", "query"), ("/api/query", "question")):
+            r = post_raw(c, path, f'{{"{q}": "what is rrf?", "filters": {{"pa\\ud800ge": 1}}}}')
+            assert r.status_code == 400, r.text
+            body = r.json()
+            assert body["field"].startswith("filters.") and "surrogate" in body["message"]
+
+
+@pytest.mark.parametrize("key", ["end_char", "start_char"])
+def test_most_negative_64_bit_filter_is_a_400_not_a_503(docs_server: LiveServer, key: str) -> None:
+    """``-9223372036854775808`` is in int64's range but the engine's SQL cannot read it
+    back (``-`` applied to an overflowing literal): the client's filter is at fault."""
+    with docs_server.client() as c:
+        for path, q in (("/api/search", "query"), ("/api/query", "question")):
+            r = c.post(path, json={q: "what is rrf?", "filters": {key: -(2**63)}})
+            assert r.status_code == 400, r.text
+            assert r.json()["field"] == f"filters.{key}" and "range" in r.json()["message"]
+        ok = c.post("/api/search", json={"query": "what is rrf?", "filters": {key: -(2**63) + 1}})
+        assert ok.status_code == 200, ok.text

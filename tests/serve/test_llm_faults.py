@@ -109,3 +109,66 @@ def test_past_the_waiting_limit_the_answer_says_high_traffic(
     assert "high traffic" in r.json()["answer"] and waited < 2.5  # not queued behind
     assert first["r"].json()["answer"] == "late" or "late" in first["r"].json()["answer"]
     assert len(script.requests) == 1
+
+
+def test_a_malformed_llm_reply_gives_the_extractive_answer(
+    docs_index: Path, serve: Callable[..., LiveServer], llm: tuple[str, Any]
+) -> None:
+    """A 200 whose body is not JSON (it was a 400 blaming the request) or is JSON of
+    the wrong shape (a 500), on the plain and the streamed path: the client gets the
+    extractive answer with a notice, and the metadata says what went wrong."""
+    url, script = llm
+    replies = [
+        ("raw", 200, "application/json", b"<html>502 Bad Gateway</html>"),
+        ("raw", 200, "application/json", b'{"choices": "none"}'),
+        ("raw", 200, "application/json", b"[1, 2, 3]"),
+        ("raw", 200, "text/event-stream", b'data: {"choices": [7]}\n\n'),
+    ]
+    script.script = [*replies, *replies]
+    live = llm_server(serve, docs_index, url, llm_max_retries=0)
+    with live.client() as c:
+        for _ in replies:
+            r = c.post("/api/query", json={"question": QUESTION})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["answer"].startswith("The language model is busy (its reply could not")
+            assert body["citations"] and body["metadata"]["generator"] == "extractive"
+            assert "malformed" in body["metadata"]["error"]
+        for _ in replies:
+            with c.stream("POST", "/api/chat", json={"message": QUESTION}) as s:
+                assert s.status_code == 200
+                events = sse_events("".join(s.iter_text()))
+            names = [n for n, _ in events]
+            assert "error" not in names and names[-1] == "done", events
+            assert events[-1][1]["answer"]["answer"].startswith(NOTICE)
+
+
+def test_the_generation_deadline_gives_the_extractive_answer(
+    docs_index: Path, serve: Callable[..., LiveServer], llm: tuple[str, Any]
+) -> None:
+    """An endpoint that hangs (the per-request timeout is 60 s) and one that sends a
+    token a second (never tripping that timeout): past ``llm_deadline_s`` the client
+    gets the extractive answer with the notice, plain and streamed (the ``done``
+    event's answer replaces the tokens streamed before the deadline)."""
+    url, script = llm
+    hang = ("sleep", 15)
+    drip = ("drip", ["The section", " chunker", " keeps", " tables", " whole"], 1.0)
+    script.script = [hang, drip, hang, drip]
+    live = llm_server(serve, docs_index, url, llm_deadline_s=2.5, llm_timeout_s=60)
+    late = "The language model is busy (it did not answer in time)"
+    with live.client() as c:
+        for _ in (hang, drip):
+            r = c.post("/api/query", json={"question": QUESTION})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["answer"].startswith(late) and body["citations"]
+            meta = body["metadata"]
+            assert meta["generator"] == "extractive" and meta["complete"] is True
+            assert "2.5 s generation deadline" in meta["error"]
+        for _ in (hang, drip):
+            with c.stream("POST", "/api/chat", json={"message": QUESTION}) as s:
+                events = sse_events("".join(s.iter_text()))
+            names = [n for n, _ in events]
+            assert "error" not in names and names[-1] == "done", events
+            final = events[-1][1]["answer"]
+            assert final["answer"].startswith(late) and "chunker keeps" not in final["answer"]

@@ -30,6 +30,7 @@ from ragline.answer.evidence import evidence_weights
 from ragline.answer.generators import extractive_generator
 from ragline.answer.generators.base import (
     ROLES,
+    GenerationDeadline,
     GenerationError,
     GenerationRequest,
     Generator,
@@ -457,9 +458,17 @@ class Answerer:
                     yield StreamEvent("citation", citation=citation)
         except GenerationError as e:
             error = str(e)
-            if wrote or generator.name == "extractive":
+            # Past the deadline the partial answer gives way too: the ``done`` event's
+            # answer (the extractive one) replaces the text streamed so far.
+            restart = wrote and isinstance(e, GenerationDeadline)
+            if (wrote and not restart) or generator.name == "extractive":
                 yield StreamEvent("error", error=error)
             else:  # nothing written yet: the extractive answer, with a notice saying why
+                if restart:
+                    tracker = CitationTracker(
+                        context, self.verifier, remove_unsupported=tracker.remove_unsupported
+                    )
+                    yield StreamEvent("token", text="\n\n")
                 generator = extractive_generator(self.settings, self.embed)
                 notice = i18n.llm_busy_notice(error, i18n.answer_language(q))
                 yield StreamEvent("token", text=notice)

@@ -261,10 +261,23 @@ def candidate_blocks(marker: Marker, context: Context) -> list[list[int]]:
     return [map_label(marker.label, context.blocks)]
 
 
-def is_citation_like(marker: Marker) -> bool:
-    """Numbers and ``A > B`` labels are meant as citations even when they map nowhere;
-    other bracketed text that maps to no block is ordinary text."""
-    return bool(marker.numbers) or ">" in marker.label or "›" in marker.label
+#: What may follow a bracket placed as a citation: the sentence's end, a line's end,
+#: the text's end or another bracket (``[A][B]``).
+_CITATION_END = re.compile(r"\s*(?:$|[.!?;:,)]|\n|\[)")
+
+
+def is_citation_like(marker: Marker, text: str = "") -> bool:
+    """Numbers and ``A > B`` labels are meant as citations even when they map nowhere,
+    and so is any label placed as one (after a space or a sentence's end, before the
+    sentence's end: ``... tables whole [Chunking Guide].``), which an invented source
+    is. Bracketed text inside a sentence (``their [sic] work``) is ordinary text."""
+    if marker.numbers or ">" in marker.label or "›" in marker.label:
+        return True
+    if not text:
+        return False
+    before = text[marker.start - 1 : marker.start]
+    placed_after = not before or before.isspace() or before in ".!?;:,)]"
+    return placed_after and _CITATION_END.match(text, marker.end) is not None
 
 
 # --- claims -----------------------------------------------------------------------
@@ -473,7 +486,7 @@ def _resolve_marker(
 ) -> _Resolved | None:
     """None when the bracket is ordinary text, not a citation."""
     candidates = candidate_blocks(marker, context)
-    if not marker.numbers and not candidates[0] and not is_citation_like(marker):
+    if not marker.numbers and not candidates[0] and not is_citation_like(marker, text):
         return None
     claim = claim_before(text, marker.start, markers)
     kept: list[Support] = []

@@ -316,6 +316,13 @@ BUSY_WHY: dict[str, dict[str, str]] = {
         "ja": "時間内に応答がありませんでした",
         "zh": "未能及时响应",
     },
+    "malformed": {
+        "en": "its reply could not be read",
+        "es": "su respuesta no se pudo leer",
+        "fr": "sa réponse est illisible",
+        "ja": "応答を読み取れませんでした",
+        "zh": "无法读取其响应",
+    },
     "unreachable": {
         "en": "it could not be reached",
         "es": "no se pudo contactar",
@@ -412,6 +419,8 @@ def llm_busy_notice(error: str, language: str = "en") -> str:
         why = "rate"
     elif "timed out" in low:
         why = "timeout"
+    elif "malformed" in low:
+        why = "malformed"
     else:
         why = "unreachable"
     lang = language if language in BUSY else "en"

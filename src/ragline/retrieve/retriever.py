@@ -8,6 +8,7 @@ is given); every decision in between is one of the pure functions in
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import Literal, get_args
@@ -24,7 +25,7 @@ from ragline.retrieve.expand import (
 )
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
-from ragline.store.base import Ranking, Store
+from ragline.store.base import MALFORMED_CHUNKS, Ranking, Store, chunk_problem
 from ragline.text.language import query_language
 from ragline.types import Filters, Fused, Hit, Scored, SearchResult
 
@@ -159,6 +160,29 @@ def _with_ranks(hits: list[Hit]) -> list[Hit]:
     return [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, start=1)]
 
 
+log = logging.getLogger("ragline.retrieve")
+
+
+def sound_hits(hits: list[Hit]) -> list[Hit]:
+    """``hits`` without those whose stored chunk is malformed (:func:`chunk_problem`):
+    each is logged with its id (once) and recorded in :data:`MALFORMED_CHUNKS`, so one
+    bad row costs an answer one passage, not every request that retrieves it."""
+    kept = []
+    for h in hits:
+        problem = chunk_problem(h.chunk)
+        if problem is None:
+            kept.append(h)
+            continue
+        chunk_id = str(h.chunk.id)
+        if MALFORMED_CHUNKS.note(chunk_id, problem):
+            log.error(
+                "stored chunk %s is malformed (%s); left out of answers until it is re-ingested",
+                chunk_id,
+                problem,
+            )
+    return kept
+
+
 class Retriever:
     """Answers ``search`` calls from one store with one embedder and one settings object."""
 
@@ -250,7 +274,7 @@ class Retriever:
         clock.lap("threshold")
 
         # 3. rows of the hits the reranker or the cut can still return
-        hits = to_hits(ranked[: rerank_depth if rerank else top_k], store, qvec)
+        hits = sound_hits(to_hits(ranked[: rerank_depth if rerank else top_k], store, qvec))
         clock.lap({"hybrid": "fusion", "vector": "vector", "bm25": "keyword"}[mode])
 
         if rerank:
@@ -274,7 +298,7 @@ class Retriever:
         return SearchResult(
             query=query,
             mode=mode,
-            hits=hits,
+            hits=sound_hits(hits),
             timings_ms=clock.stop(),
             language=query_language(query),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -42,6 +42,14 @@ def serve(
         Path | None,
         typer.Option("--index", help="Index folder (default: $RAGLINE_INDEX_DIR or ./.ragline)."),
     ] = None,
+    create: Annotated[
+        bool,
+        typer.Option(
+            "--create",
+            help="Start on a new, empty index when the folder does not exist (documents "
+            "then come through POST /api/documents); without it a missing index is an error.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the JSON API, SSE chat, OpenAI-compatible endpoints and the web chat UI."""
     import uvicorn
@@ -56,6 +64,15 @@ def serve(
     if index is not None:
         update["index_dir"] = index
     settings = settings_or_exit(update)
+    missing = missing_index(settings)
+    if missing is not None and not create:
+        # A missing folder used to become a new, empty index answering "I don't know".
+        typer.echo(
+            f"error: no index at {missing}: build one with `ragline ingest PATH --index "
+            f"{missing}` (or start an empty one with `ragline serve --create`)",
+            err=True,
+        )
+        raise typer.Exit(1)
     if settings.serve_workers > 1:
         # Each worker process builds its own app from the environment: pass the
         # command line's choices on through it.
@@ -74,14 +91,43 @@ def serve(
             host=settings.serve_host,
             port=settings.serve_port,
             workers=settings.serve_workers,
-            proxy_headers=True,
+            **proxy_options(settings),
         )
         return
     from ragline.serve.app import create_app
 
     uvicorn.run(
-        create_app(settings), host=settings.serve_host, port=settings.serve_port, proxy_headers=True
+        create_app(settings),
+        host=settings.serve_host,
+        port=settings.serve_port,
+        **proxy_options(settings),
     )
+
+
+def missing_index(settings: Settings) -> Path | None:
+    """The index folder when the configured store is LanceDB in a folder that does not
+    exist (a server store, PostgreSQL or Qdrant, is never "missing" here)."""
+    from ragline.store.base import StoreError
+    from ragline.store.factory import store_location
+
+    try:
+        location = store_location(settings)
+    except StoreError:
+        return None  # the app reports a bad store URL itself
+    if location.kind != "lance":
+        return None
+    folder = Path(location.target)
+    return None if folder.exists() else folder
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's forwarded-header options: only the configured proxies are believed.
+
+    uvicorn trusts 127.0.0.1 by default (or ``$FORWARDED_ALLOW_IPS``), so any local
+    caller could name itself anyone in ``X-Forwarded-For`` and never be rate limited.
+    """
+    trusted = [p.strip() for p in settings.serve_trusted_proxies if p.strip()]
+    return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted}
 
 
 def shared_rate_limit_backend(settings: Settings) -> str:

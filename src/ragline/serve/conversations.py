@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import secrets
 import sqlite3
 import threading
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("ragline.serve")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -77,10 +80,19 @@ class ConversationStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        #: Why conversations live in memory only ("" when they are kept in ``path``).
+        self.not_kept = ""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.OperationalError) as exc:
+            # A read-only index (or a full disk) can still be searched: chat goes on,
+            # its conversations kept in memory until the server stops, and said so.
+            self.not_kept = f"{path} cannot be written ({exc})"
+            log.warning("conversations are kept in memory only: %s", self.not_kept)
+            self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)

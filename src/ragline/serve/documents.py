@@ -8,11 +8,14 @@ document id, so listings can show it.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+log = logging.getLogger("ragline.serve")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS uploads (
@@ -42,14 +45,26 @@ class UploadRegistry:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(
-            root / "uploads.sqlite3", check_same_thread=False, isolation_level=None
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
+        #: Why uploads and deletions are refused ("" when the folder can be written).
+        self.read_only = ""
+        path = root / "uploads.sqlite3"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.OperationalError) as exc:
+            # A read-only index (or a full disk) is still served for search and
+            # answers; the records are read as they are and writes get a 503.
+            self.read_only = f"the index folder cannot be written ({exc})"
+            log.warning("serving read-only: %s", self.read_only)
+            target = f"file:{path}?immutable=1" if path.exists() else ":memory:"
+            self._db = sqlite3.connect(
+                target, uri=True, check_same_thread=False, isolation_level=None
+            )
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(SCHEMA)
+        if not self.read_only or not path.exists():
+            self._db.executescript(SCHEMA)
 
     def folder(self, tenant: str) -> Path:
         """The tenant's upload folder (tenant names are restricted to [A-Za-z0-9_.-])."""

@@ -44,6 +44,12 @@ LOOKUP_RESPONSES: dict[int | str, dict[str, Any]] = {
 UNAVAILABLE = "the index is not available right now; try again shortly"
 
 
+def encodable(text: str) -> str:
+    """``text`` with any lone surrogate written as ``\\udXXX``: a message quoting the
+    client's input must not turn a 400 into a 500 when the body is encoded."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_response(
     status: int,
     message: str,
@@ -56,11 +62,11 @@ def error_response(
     """The one error shape of the API (``extra`` adds fields, e.g. ``retry_after``)."""
     body: dict[str, Any] = {
         "error": code or ERROR_CODES.get(status, "error"),
-        "message": message,
+        "message": encodable(message),
         "status_code": status,
     }
     if field:
-        body["field"] = field
+        body["field"] = encodable(field)
     if extra:
         body.update(extra)
     return JSONResponse(body, status_code=status, headers=headers)

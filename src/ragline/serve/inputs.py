@@ -38,6 +38,15 @@ def json_integer(field: str, value: s.FilterValue) -> s.FilterValue:
     return value
 
 
+def _is_unicode(text: str) -> bool:
+    """False for a lone surrogate (JSON ``"\\ud800"``): no response body can carry it back."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def search_options(
     max_results: int | None,
     mode: str | None,
@@ -57,6 +66,11 @@ def search_options(
         )
     merged.pop("tenant", None)  # never the user's choice
     for key, value in merged.items():  # one at a time, to name the one at fault
+        if not _is_unicode(key):
+            raise RequestProblem(
+                f"filters: the key {key!a} is not valid Unicode text (a lone surrogate)",
+                field=f"filters.{ascii(key)[1:-1]}",
+            )
         try:
             to_sql_predicate({key: value})
         except (ValueError, TypeError) as e:

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ragline.latency import QUANTILES, quantiles
+from ragline.store.base import MALFORMED_CHUNKS
 from ragline.types import Answer
 
 #: Seconds; answers take from a few milliseconds (extractive) to tens of seconds (LLMs).
@@ -99,6 +100,12 @@ class ServeMetrics:
             "Query log rows that could not be written (the request was answered anyway).",
             registry=r,
         )
+        self.malformed_chunks = Gauge(
+            "ragline_malformed_chunks",
+            "Stored chunks found malformed (a missing or wrong-typed field) and left out "
+            "of answers since the process started; their ids are in the log.",
+            registry=r,
+        )
         self.stream_disconnects = Counter(
             "ragline_stream_disconnects",
             "Streams whose client went away before the end (generation was stopped).",
@@ -132,6 +139,7 @@ class ServeMetrics:
         self.citations_unsupported.inc(sum(1 for c in answer.citations if not c.supported))
 
     def render(self) -> bytes:
+        self.malformed_chunks.set(len(MALFORMED_CHUNKS.snapshot()))
         with self._recent_lock:
             recent = {stage: list(values) for stage, values in self._recent.items()}
         for stage, values in recent.items():

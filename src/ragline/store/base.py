@@ -7,6 +7,7 @@ so retrieval and sync code never know which one they talk to.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -80,10 +81,16 @@ def chunk_from_row(row: Sequence[Any]) -> Chunk:
         page,
         metadata,
     ) = row
+    meta: Any
     if isinstance(metadata, str):
-        meta = json.loads(metadata) if metadata and metadata != "{}" else {}
-    else:
+        try:
+            meta = json.loads(metadata) if metadata and metadata != "{}" else {}
+        except ValueError:
+            meta = metadata  # kept as text: chunk_problem names the field
+    elif isinstance(metadata, Mapping) or metadata is None:
         meta = dict(metadata or {})
+    else:
+        meta = metadata
     return Chunk(
         id=id_,
         doc_id=doc_id,
@@ -108,6 +115,65 @@ def chunk_from_row(row: Sequence[Any]) -> Chunk:
         page=page,
         metadata=meta,
     )
+
+
+_TEXT_FIELDS = (
+    "id", "doc_id", "tenant", "source", "title", "chapter", "section", "url", "anchor",
+    "content_hash", "created_at", "text",
+)  # fmt: skip
+_INT_FIELDS = ("chunk_index", "start_char", "end_char", "token_count", "word_count")
+
+
+def chunk_problem(chunk: Chunk) -> str | None:
+    """What is wrong with a stored chunk (a field missing or of the wrong type, as
+    after a crash or a hand edit), or None when it is sound. Such a chunk is left
+    out of answers rather than failing every request that retrieves it."""
+    for name in _TEXT_FIELDS:
+        value = getattr(chunk, name)
+        if not isinstance(value, str):
+            return f"field {name} is {_kind(value)}, not text"
+    for name in _INT_FIELDS:
+        value = getattr(chunk, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"field {name} is {_kind(value)}, not an integer"
+    for name in ("has_code", "has_equations"):
+        if not isinstance(getattr(chunk, name), bool):
+            return f"field {name} is {_kind(getattr(chunk, name))}, not true/false"
+    if chunk.page is not None and (not isinstance(chunk.page, int) or isinstance(chunk.page, bool)):
+        return f"field page is {_kind(chunk.page)}, not an integer"
+    if not all(isinstance(h, str) for h in chunk.heading_path):
+        return "field heading_path holds a value that is not text"
+    if not isinstance(chunk.metadata, dict):
+        return f"field metadata is {_kind(chunk.metadata)}, not a JSON object"
+    return None
+
+
+def _kind(value: object) -> str:
+    return "missing" if value is None else f"a {type(value).__name__}"
+
+
+class MalformedChunks:
+    """Stored chunks found malformed in this process (id → problem), for the log,
+    ``/metrics`` and ``ragline status``; thread-safe."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def note(self, chunk_id: str, problem: str) -> bool:
+        """Record one; True the first time this id is seen (log it once)."""
+        with self._lock:
+            new = chunk_id not in self._seen
+            self._seen[chunk_id] = problem
+            return new
+
+    def snapshot(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._seen)
+
+
+#: The process's record of malformed chunks (every store, every engine).
+MALFORMED_CHUNKS = MalformedChunks()
 
 
 def check_model(store: Store, configured: ModelFingerprint, *, record: bool = False) -> None:

@@ -127,10 +127,12 @@ def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
         )
     if expected is int:
         bits = 32 if name in INT32_FIELDS else 64
-        if not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
+        # The range is symmetric: SQL reads ``-9223372036854775808`` as ``-`` applied
+        # to a literal one past int64's top, which the engine refuses (it was a 503).
+        if not -(2 ** (bits - 1)) < int(value) < 2 ** (bits - 1):
             raise ValueError(
                 f"filter field {name!r}: {value} is outside the column's range "
-                f"({bits}-bit integers)"
+                f"({bits}-bit integers, ±{2 ** (bits - 1) - 1})"
             )
 
 

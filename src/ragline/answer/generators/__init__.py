@@ -6,6 +6,7 @@ from ragline.answer.citations import EmbedTexts
 from ragline.answer.evidence import evidence_weights
 from ragline.answer.generators.base import (
     Delta,
+    GenerationDeadline,
     GenerationError,
     GenerationRequest,
     Generator,
@@ -19,6 +20,7 @@ from ragline.settings import Settings
 __all__ = [
     "Delta",
     "ExtractiveGenerator",
+    "GenerationDeadline",
     "GenerationError",
     "GenerationRequest",
     "Generator",
@@ -42,6 +44,7 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
             max_tokens=settings.llm_max_tokens,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
+            deadline_s=settings.llm_deadline_s,
         )
     if settings.generator == "local":
         return LocalGenerator(

@@ -26,6 +26,12 @@ class GenerationError(FaultError):
     already yielded are a partial answer."""
 
 
+class GenerationDeadline(GenerationError):
+    """The whole answer did not arrive within the generation deadline
+    (``RAGLINE_LLM_DEADLINE_S``): the answerer gives the extractive answer instead,
+    even when part of this one was streamed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One earlier turn of the conversation."""

@@ -21,7 +21,12 @@ from typing import Any
 
 import httpx
 
-from ragline.answer.generators.base import Delta, GenerationError, GenerationRequest
+from ragline.answer.generators.base import (
+    Delta,
+    GenerationDeadline,
+    GenerationError,
+    GenerationRequest,
+)
 from ragline.answer.generators.prompt import build_messages
 from ragline.retry import RetryPolicy, error_message, is_retryable, parse_retry_after
 
@@ -50,6 +55,13 @@ def _usage(raw: Any) -> dict[str, int]:
     return {k: int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+def _field(obj: Any, key: str, kind: type) -> Any:
+    """``obj[key]`` when ``obj`` is a dict and the value has the expected ``kind``, else
+    that kind's empty value: a reply of the wrong shape reads as empty, never raises."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, kind) else kind()
+
+
 class OpenAIGenerator:
     """Streams chat completions from ``{base_url}/chat/completions``.
 
@@ -67,6 +79,7 @@ class OpenAIGenerator:
         max_tokens: int = 500,
         timeout_s: float = 60.0,
         max_retries: int = 4,
+        deadline_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
         transport: httpx.BaseTransport | None = None,
@@ -84,6 +97,8 @@ class OpenAIGenerator:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.policy = RetryPolicy(max_retries=max_retries, long_retry_after="fail")
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
         self.sleep = sleep
         self.rand = rand
         self._client = httpx.Client(
@@ -116,14 +131,18 @@ class OpenAIGenerator:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         body = self.payload(request)
+        end = None if self.deadline_s is None else time.monotonic() + self.deadline_s
         attempt = 0
         while True:
             started = False
             retry_after: float | None = None
             try:
-                with self._client.stream("POST", self.url, json=body, headers=headers) as resp:
+                with self._client.stream(
+                    "POST", self.url, json=body, headers=headers, timeout=self._timeout(end)
+                ) as resp:
                     if resp.status_code == 200:
                         for delta in self._read(resp):
+                            self._check(end)
                             started = started or bool(delta.text)
                             yield delta
                         return
@@ -133,6 +152,7 @@ class OpenAIGenerator:
                         raise GenerationError(failure)
                     retry_after = parse_retry_after(resp.headers.get("retry-after"))
             except httpx.TransportError as e:
+                self._check(end, slack=0.1)  # a read cut short by the deadline
                 kind = "timed out" if isinstance(e, httpx.TimeoutException) else "failed"
                 failure = f"request to the LLM endpoint {kind}: {type(e).__name__}: {e}"
                 if started:
@@ -142,16 +162,45 @@ class OpenAIGenerator:
             delay = self.policy.delay(attempt, self.rand(), retry_after)
             if delay is None:  # a long Retry-After fails rather than stall the reader
                 raise GenerationError(f"{failure}; server asks to retry after {retry_after:.0f} s")
+            if end is not None and time.monotonic() + delay >= end:
+                raise GenerationDeadline(f"{failure}; {self._late()}")
             self.sleep(delay)
             attempt += 1
+
+    def _timeout(self, end: float | None) -> httpx.Timeout:
+        """The per-read timeout, cut to what is left of the deadline (a hanging
+        endpoint is given up on when the deadline passes, not a whole timeout later)."""
+        left = self.timeout_s if end is None else max(0.001, end - time.monotonic())
+        seconds = min(self.timeout_s, left)
+        return httpx.Timeout(seconds, connect=min(10.0, seconds))
+
+    def _late(self) -> str:
+        return f"timed out: no whole answer within the {self.deadline_s:g} s generation deadline"
+
+    def _check(self, end: float | None, slack: float = 0.0) -> None:
+        """Raise :class:`GenerationDeadline` once the deadline has passed (a model that
+        sends one token every 20 s never trips the per-read timeout)."""
+        if end is not None and time.monotonic() + slack >= end:
+            raise GenerationDeadline(self._late())
 
     def _read(self, resp: httpx.Response) -> Iterator[Delta]:
         """Deltas of one 200 response: an SSE stream, or one JSON body from a server
         that ignores ``stream``."""
         if resp.headers.get("content-type", "").startswith("application/json"):
-            payload = json.loads(resp.read())
-            choice = (payload.get("choices") or [{}])[0]
-            text = (choice.get("message") or {}).get("content") or ""
+            raw = resp.read()
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                raise GenerationError(
+                    f"malformed reply from the LLM endpoint (HTTP 200, not JSON): {raw[:200]!r}"
+                ) from None
+            choices = _field(payload, "choices", list)
+            message = _field(choices[0] if choices else None, "message", dict)
+            if not message:
+                raise GenerationError(
+                    f"malformed reply from the LLM endpoint (no choices[0].message): {raw[:200]!r}"
+                )
+            text = _field(message, "content", str)
             yield Delta(text=text, usage=_usage(payload.get("usage")))
             return
         finished = False
@@ -170,8 +219,13 @@ class OpenAIGenerator:
                     f"LLM endpoint error in stream: {error_message(json.dumps(event).encode())}"
                 )
             usage = _usage(event.get("usage")) or usage
-            for choice in event.get("choices") or []:
-                text = (choice.get("delta") or {}).get("content") or ""
+            choices = event.get("choices") or []
+            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                raise GenerationError(
+                    f"malformed stream event from the LLM endpoint: {json.dumps(event)[:200]!r}"
+                )
+            for choice in choices:
+                text = _field(_field(choice, "delta", dict), "content", str)
                 if text:
                     yield Delta(text=text)
                 finished = finished or bool(choice.get("finish_reason"))

@@ -85,6 +85,7 @@ async def get_document(doc_id: str, who: CallerDep, state: StateDep) -> dict[str
     summary="Remove one of the caller's documents from the index",
 )  # fmt: skip
 async def delete_document(doc_id: str, who: CallerDep, state: StateDep) -> dict[str, Any]:
+    refuse_if_read_only(state)
     await owned_document(state, doc_id, who.tenant)
     engine = state.rag
 
@@ -112,6 +113,7 @@ async def upload_document(
         UploadFile, File(description="A Markdown, text, HTML, PDF, CSV, Office or EPUB file.")
     ],
 ) -> dict[str, Any]:
+    refuse_if_read_only(state)
     settings = state.settings
     limit = settings.max_upload_bytes
     data = await file.read(limit + 1)
@@ -167,3 +169,13 @@ def ingest_upload(state: ServeState, tenant: str, name: UploadName, data: bytes)
         "tokens": report.tokens,
         "seconds": round(report.seconds, 3),
     }
+
+
+def refuse_if_read_only(state: ServeState) -> None:
+    """A 503 saying why, for a write on an index served read-only."""
+    if state.uploads.read_only:
+        raise RequestProblem(
+            f"this server is read-only: {state.uploads.read_only}; search and answers still work",
+            status_code=503,
+            code="read_only",
+        )

@@ -20,7 +20,7 @@ from ragline.serve.errors import LOOKUP_RESPONSES
 from ragline.serve.feedback import FeedbackRow
 from ragline.serve.querylog import QueryLogError, hash_ip, utc_now
 from ragline.serve.state import Caller, ServeState, log
-from ragline.serve.validation import RequestProblem, check_length, check_unicode
+from ragline.validation import RequestProblem, check_length, check_unicode
 
 router = APIRouter(tags=["feedback"])
 
