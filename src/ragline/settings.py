@@ -190,6 +190,16 @@ class Settings(BaseSettings):
         description="Paths left out of ingest and watch (gitignore patterns, a JSON list in "
         "the environment), with the root's .raglineignore; `--exclude` adds to them.",
     )
+    ingest_store_retries: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Ingest: retries of a batch write after a store error (timeout, lost "
+        "connection); a batch that still fails is reported and the run goes on.",
+    )
+    ingest_store_backoff_s: float = Field(
+        1.0, ge=0, le=60, description="Ingest: wait before the first write retry (doubles after)."
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
@@ -207,7 +217,7 @@ class Settings(BaseSettings):
         gt=0,
         le=3600,
         description="Ingest: seconds allowed per 100 chunks of one embedding call; past it "
-        "the call fails (and is split, so only the files behind it fail).",
+        "the call fails (and is split, so only the chunks behind it are left out).",
     )
     embed_threads: int = Field(
         0, ge=0, le=256, description="ONNX batches run side by side, one core each; 0 = every core."

@@ -12,6 +12,12 @@ How a run stays cheap and safe:
   without an up-to-date record are simply redone by the next run;
 * a file that fails (bad encoding, broken front matter, too big…) fails alone:
   it is reported with its reason and line, and its previous chunks stay indexed;
+* a batch write the store refuses (timeout, lost connection) is retried with
+  backoff; a batch that still fails is reported under its files and the run goes
+  on (those files have no new record, so the next run redoes them);
+* a chunk the embedder cannot embed is left out alone (the batch is halved until
+  it is found) and named in the report's warnings; its file is recorded as
+  partial, so the next run tries that chunk again;
 * records of files that vanished from disk are deleted with their chunks;
 * chunks left without a record (a crash between a batch's two writes, then the
   file deleted) are found when the tenant's chunk count disagrees with its
@@ -26,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,12 +50,17 @@ from ragline.ingest.parse import OcrOptions, ParseLimits, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, Store, check_model
+from ragline.store.base import DocumentWrite, ModelMismatchError, Store, StoreError, check_model
+from ragline.store.retrying import call_with_retry
 from ragline.text.language import DEFAULT_LANGUAGE
 from ragline.types import Chunk, DocumentRecord, ParsedDocument
 
 #: progress(done_bytes, total_bytes, path): called after each file is handled.
 ProgressCallback = Callable[[int, int, str], None]
+#: Prefix of the recorded hash of a file written without some of its chunks: it
+#: matches no file's hash, so the next run indexes the file again (reusing the
+#: stored vectors) and tries the left-out chunks once more.
+PARTIAL_HASH = "partial:"
 #: choose(languages): the embedder a new index is built with, given the chunk
 #: languages (chunks per ISO code) of its sampled files, and why, for the report
 #: (``RAGLINE_EMBEDDER=auto``; see :mod:`ragline.embed.choice`).
@@ -138,6 +149,19 @@ class _Pending:
     chunks: list[Chunk]
     vectors: list[np.ndarray | None]
     rel: str
+    dropped: int = 0  # chunks left out because the embedder failed on them
+
+
+@dataclass(slots=True)
+class _EmbedRun:
+    """What the halving of one batch found: the chunks that failed alone (keyed
+    by file id and chunk position, with the error), and whether the embedder
+    looks down (two chunks failed alone before any call succeeded), in which case
+    the halving stops and the files behind the failures fail whole."""
+
+    rejected: dict[tuple[int, int], str] = field(default_factory=dict)
+    succeeded: bool = False
+    down: str | None = None
 
 
 #: A document prepared ahead (to decide the embedder), with the report of its steps.
@@ -586,11 +610,10 @@ class Indexer:
         """Embed what is missing across all pending files, then write them together."""
         if not pending:
             return
-        todo = [(p, i) for p in pending for i, v in enumerate(p.vectors) if v is None]
         missing = {id(p): sum(v is None for v in p.vectors) for p in pending}
-        if todo:
+        if any(missing.values()):
             t0 = time.perf_counter()
-            failed = self._embed_split([p for p in pending if missing[id(p)]], report)
+            failed = self._embed_missing([p for p in pending if missing[id(p)]], report)
             report.add_stage("embed", time.perf_counter() - t0)
             pending = [p for p in pending if id(p) not in failed]
             if not pending:
@@ -611,34 +634,97 @@ class Indexer:
         ]
         if self._unrecorded:  # the model was chosen on no sample: record it before writing
             self._record_model(report)
-        self.store.replace_documents(writes)
+        written = self._write(writes, [p.rel for p in pending], report)
         report.add_stage("write", time.perf_counter() - t0)
+        if not written:
+            return
         for p in pending:
             report.indexed.append(p.rel)
             report.chunks += len(p.chunks)
-            report.chunks_embedded += missing[id(p)]
+            report.chunks_embedded += missing[id(p)] - p.dropped
             report.tokens += p.record.token_count
             self._count_chapter(report, p.record.chapter, len(p.chunks), p.record.token_count)
         report.chunks_reused = report.chunks - report.chunks_embedded
 
-    def _embed_split(self, group: list[_Pending], report: IngestReport) -> set[int]:
-        """Embed the missing vectors of ``group``'s files in one call; when it fails,
-        split the files in halves and try each, so only a bad file fails (named in
-        the report). Returns the ids of the files that failed."""
-        todo = [(p, i) for p in group for i, v in enumerate(p.vectors) if v is None]
-        if not todo:
-            return set()
+    def _write(self, writes: list[DocumentWrite], names: list[str], report: IngestReport) -> bool:
+        """Write one batch, retried with backoff after a store error
+        (``RAGLINE_INGEST_STORE_RETRIES``). A batch that still fails is reported
+        under each of its files and False returned, so the run goes on: the write
+        is one atomic replace, so the files keep what was stored before, and
+        without a new record they are indexed again by the next run."""
+        retries = self.settings.ingest_store_retries
         try:
-            vecs = self._embed_checked([p.chunks[i].embed_text for p, i in todo])
+            call_with_retry(
+                lambda: self.store.replace_documents(writes),
+                retries=retries,
+                backoff_s=self.settings.ingest_store_backoff_s,
+            )
+        except ModelMismatchError:
+            raise
+        except (StoreError, OSError) as e:
+            reason = (
+                f"store write failed after {retries + 1} attempt(s) "
+                f"(RAGLINE_INGEST_STORE_RETRIES): {e}; the next run tries again"
+            )
+            report.failed.extend(FileFailure(name, reason) for name in names)
+            return False
+        return True
+
+    def _embed_missing(self, group: list[_Pending], report: IngestReport) -> set[int]:
+        """Embed the missing vectors of ``group``'s files, halving the batch on an
+        embedding error until the failing chunks are alone, so only they are left
+        out (each named in the report's warnings; its file is recorded as partial).
+        A file left with no chunk, or whose chunks failed while the embedder
+        looked down, fails whole (named in the report) and keeps its previous
+        chunks. Returns the ids of the files that failed."""
+        todo = [(p, i) for p in group for i, v in enumerate(p.vectors) if v is None]
+        run = _EmbedRun()
+        self._embed_halving(todo, run)
+        failed: set[int] = set()
+        for p in group:
+            lost = [i for i, v in enumerate(p.vectors) if v is None]
+            if not lost:
+                continue
+            if run.down is not None or len(lost) == len(p.chunks):
+                reason = run.down or run.rejected[(id(p), lost[0])]
+                report.failed.append(FileFailure(p.rel, f"embedding failed: {reason}"))
+                failed.add(id(p))
+                continue
+            for i in lost:
+                c = p.chunks[i]
+                where = f"page {c.page}, " if c.page is not None else ""
+                report.warnings.append(
+                    FileFailure(
+                        p.rel,
+                        f"chunk {c.chunk_index + 1} of {len(p.chunks)} ({where}section "
+                        f"{c.section or c.title!r}) left out: embedding failed: "
+                        f"{run.rejected[(id(p), i)]}; the next run tries it again",
+                    )
+                )
+            _drop_chunks(p, lost)
+        return failed
+
+    def _embed_halving(self, items: list[tuple[_Pending, int]], run: _EmbedRun) -> None:
+        """Embed the chunks ``items`` name in one call; when it fails, embed each
+        half, down to single chunks (recorded in ``run.rejected``)."""
+        if not items or run.down is not None:
+            return
+        try:
+            vecs = self._embed_checked([p.chunks[i].embed_text for p, i in items])
         except EmbeddingError as e:
-            if len(group) == 1:
-                report.failed.append(FileFailure(group[0].rel, f"embedding failed: {e}"))
-                return {id(group[0])}
-            half = len(group) // 2
-            return self._embed_split(group[:half], report) | self._embed_split(group[half:], report)
-        for (p, i), v in zip(todo, vecs, strict=True):
+            if len(items) == 1:
+                p, i = items[0]
+                run.rejected[(id(p), i)] = str(e)
+                if not run.succeeded and len(run.rejected) >= 2:
+                    run.down = str(e)  # not one bad chunk: no call has worked at all
+                return
+            half = len(items) // 2
+            self._embed_halving(items[:half], run)
+            self._embed_halving(items[half:], run)
+            return
+        run.succeeded = True
+        for (p, i), v in zip(items, vecs, strict=True):
             p.vectors[i] = v
-        return set()
 
     def _embed_checked(self, texts: list[str]) -> Vectors:
         """The embedder's vectors, within the time limit, with the right shape and
@@ -669,6 +755,22 @@ class Indexer:
         c.files += 1
         c.chunks += chunks
         c.tokens += tokens
+
+
+def _drop_chunks(p: _Pending, lost: Sequence[int]) -> None:
+    """Leave chunks out of a pending file: its record counts what is written, and
+    its hash is marked partial so the next run indexes the file again."""
+    gone = set(lost)
+    keep = [k for k in range(len(p.chunks)) if k not in gone]
+    p.chunks = [p.chunks[k] for k in keep]
+    p.vectors = [p.vectors[k] for k in keep]
+    p.dropped = len(gone)
+    p.record = replace(
+        p.record,
+        chunk_count=len(p.chunks),
+        token_count=sum(c.token_count for c in p.chunks),
+        file_hash=PARTIAL_HASH + p.record.file_hash,
+    )
 
 
 def parse_limits(settings: Settings) -> ParseLimits:
