@@ -198,6 +198,21 @@ def squad_rows(reader: Reader, limit: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def read_pairs(reader: Reader, args: argparse.Namespace) -> dict[str, Any]:
+    """The reader's logits on ``--platt`` held-in and as many held-out training pairs."""
+    rng = random.Random(args.seed)
+    pairs = [json.loads(x) for x in args.pairs.open(encoding="utf-8")]
+    held_in = rng.sample([p for p in pairs if p["split"] == "train"], args.platt)
+    held_out = rng.sample([p for p in pairs if p["split"] == "test"], args.platt)
+    return {
+        name: [
+            [lg, p["label"], p["source"]]
+            for lg, p in zip(pair_logits(reader, sample), sample, strict=True)
+        ]
+        for name, sample in (("held_in", held_in), ("held_out", held_out))
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=Path, default=REPO / "training" / "pairs.jsonl")
@@ -207,6 +222,7 @@ def main() -> None:
     ap.add_argument("--d2l-index", type=Path, default=Path("/tmp/d2l-index"))
     ap.add_argument("--max-fallback", type=float, default=0.05)
     ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--only", choices=("pairs", "rows", "squad"), default=None)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/reader.md")
     args = ap.parse_args()
@@ -215,22 +231,26 @@ def main() -> None:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     reader = Reader()
-    if args.reuse and cache.is_file():
+    if args.only:
+        # One part of the readings, in its own process: the parts run side by side
+        # on a busy machine, then a run with --reuse joins them.
+        if args.only == "pairs":
+            part = read_pairs(reader, args)
+        elif args.only == "rows":
+            part = {"rows": collect(reader, args.claims, args.d2l_index)}
+        else:
+            part = {"squad": squad_rows(reader, args.squad, args.seed)}
+        (WORK / f"reader_rows.{args.only}.json").write_text(json.dumps(part))
+        return
+    parts = [WORK / f"reader_rows.{name}.json" for name in ("pairs", "rows", "squad")]
+    if args.reuse and all(p.is_file() for p in parts):
+        cached = {k: v for p in parts for k, v in json.loads(p.read_text()).items()}
+        cache.write_text(json.dumps(cached))
+    elif args.reuse and cache.is_file():
         cached = json.loads(cache.read_text())
     else:
-        rng = random.Random(args.seed)
-        pairs = [json.loads(x) for x in args.pairs.open(encoding="utf-8")]
-        held_in = rng.sample([p for p in pairs if p["split"] == "train"], args.platt)
-        held_out = rng.sample([p for p in pairs if p["split"] == "test"], args.platt)
         cached = {
-            "held_in": [
-                [lg, p["label"], p["source"]]
-                for lg, p in zip(pair_logits(reader, held_in), held_in, strict=True)
-            ],
-            "held_out": [
-                [lg, p["label"], p["source"]]
-                for lg, p in zip(pair_logits(reader, held_out), held_out, strict=True)
-            ],
+            **read_pairs(reader, args),
             "rows": collect(reader, args.claims, args.d2l_index),
             "squad": squad_rows(reader, args.squad, args.seed),
         }
@@ -309,7 +329,10 @@ def main() -> None:
         "back (SciFact claims and the d2l answer set; the older conceptual d2l questions "
         "count as answerable only). Judges: *evidence* (today's default before the reader: "
         "key-term coverage, answer types, learned scorer), *reader* (the bars above), "
-        "*both* (answer only when both say so, with the combined judge's own reader bars).",
+        "*both* (answer only when both say so, with the combined judge's own reader bars); "
+        "*both, sure reader overrides*: as *both*, but a reader probability of at least "
+        "`reader_high` answers even when the evidence check's word rules refuse (a "
+        "candidate, not shipped: it changes no row here).",
         "",
         "| set | split | n | judge | answerable fallback | distractor n "
         "| distractor abstention | AUC |",
@@ -327,6 +350,12 @@ def main() -> None:
                 "reader": lambda x, bar=bar: prob(x["logits"]) >= bar,
                 "both": lambda x, bar=both_bars[s]: (
                     bool(x["evidence"]) and prob(x["logits"]) >= bar
+                ),
+                # A candidate, not shipped: the reader alone answers when it is sure
+                # (reader_high), whatever the evidence check's word rules say. It
+                # changed no row of these sets (2026-11-27), so it would be dead weight.
+                "both, sure reader overrides": lambda x, bar=both_bars[s]: (
+                    (bool(x["evidence"]) and prob(x["logits"]) >= bar) or prob(x["logits"]) >= high
                 ),
             }
             for jname, answers in judges.items():
@@ -370,7 +399,8 @@ def main() -> None:
     if args.reuse:
         lines[2] += (
             " Tables recomputed from the cached readings (`--reuse`); the readings were "
-            "collected by the full run (1,557 s, load average 3.0)."
+            "collected by the three `--only` parts run side by side (about 35 minutes wall "
+            "on the shared machine, load average 10-18)."
         )
     text = "\n".join(lines) + "\n"
     args.out.write_text(text)

@@ -8,7 +8,9 @@
    (nothing of the question cached), then a repeat; p50 and p95 of ``ask``.
 
 Run: python benchmarks/reader_latency.py --index DIR [--limit 30]
-Writes benchmarks/results/reader_latency.md.
+Writes benchmarks/results/reader_latency.md. ``--pairs-only`` measures part 1 alone and
+prints it (the device machine runs it pinned to 2 cores with ``taskset``, no index needed;
+``--d2l`` may then point at any folder of Markdown, e.g. ragline's docs/).
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ragline.embed.tokenizer import load_tokenizer
-from ragline.engine import Ragline
 from ragline.reader import Reader
-from ragline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "Why does batch normalization allow larger learning rates?"
@@ -45,6 +45,14 @@ def passages(d2l: Path, tokens: int, n: int) -> list[str]:
     return out
 
 
+def cpu_name() -> str:
+    """The CPU's model name, for the table (Linux)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--index", type=Path, default=Path("/tmp/d2l-index"))
@@ -52,9 +60,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--limit", type=int, default=30)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/reader_latency.md")
+    ap.add_argument("--pairs-only", action="store_true")
+    ap.add_argument("--model", type=Path, default=None, help="another reader .onnx to time")
     args = ap.parse_args()
     load0 = os.getloadavg()
-    reader = Reader()
+    reader = Reader(args.model)
     rows = []
     for n in (48, 112, 240):
         batch = passages(args.d2l, n, 8)
@@ -65,6 +75,21 @@ def main() -> None:
             reader.read(QUESTION, batch)
             times.append((time.perf_counter() - t0) * 1000 / len(batch))
         rows.append((n, float(np.median(times)), float(np.percentile(times, 95))))
+    if args.pairs_only:
+        print(
+            json.dumps(
+                {
+                    "cpu": cpu_name(),
+                    "cores": sorted(os.sched_getaffinity(0)),
+                    "load": os.getloadavg()[0],
+                    "rows": rows,
+                }
+            )
+        )
+        return
+    from ragline.engine import Ragline  # the whole stack, only for part 2
+    from ragline.settings import Settings
+
     qs = [
         json.loads(line)["question"]
         for line in (REPO / "benchmarks/data/d2l_questions.jsonl").read_text().splitlines()

@@ -591,27 +591,27 @@ class Settings(BaseSettings):
         ge=0,
         le=1,
         description="Calibrated reader probability a passage needs to answer a question "
-        "(default: 0.283 with judge=both, 0.369 with judge=reader).",
+        "(default: 0.040 with judge=both, 0.095 with judge=reader).",
     )
     reader_claim_threshold: float | None = Field(
         None,
         ge=0,
         le=1,
-        description="The same for a statement (a claim) (default: 0.013 with judge=both, "
-        "0.202 with judge=reader).",
+        description="The same for a statement (a claim) (default: 0.004 with judge=both, "
+        "0.108 with judge=reader).",
     )
     reader_citation_threshold: float = Field(
-        0.202,
+        0.108,
         ge=0,
         le=1,
         description="Calibrated reader probability an LLM's cited sentence needs from its "
         "cited passage to count as supported.",
     )
     reader_high: float = Field(
-        0.849, ge=0, le=1, description="From this calibrated reader probability on, level 'high'."
+        0.921, ge=0, le=1, description="From this calibrated reader probability on, level 'high'."
     )
-    reader_scale: float = Field(0.8597, gt=0, description="Platt scaling of the reader's logit.")
-    reader_shift: float = Field(-1.6557, description="Platt shift of the reader's logit.")
+    reader_scale: float = Field(1.0700, gt=0, description="Platt scaling of the reader's logit.")
+    reader_shift: float = Field(-2.0987, description="Platt shift of the reader's logit.")
     reader_threads: int = Field(
         0, ge=0, le=64, description="onnxruntime threads for the reader (0: up to 2)."
     )
