@@ -104,7 +104,15 @@ def main() -> None:
         f"(sample of {settings.embed_auto_sample_files} files) | languages (chunks) |\n"
         "|---|---|---|---|---|---|"
     )
-    text = head + "\n" + "\n".join(rows) + "\n"
+    text = (
+        "# Non-English share of chunks per corpus (the automatic embedder's threshold)\n\n"
+        f"Produced by `PYTHONPATH=src python benchmarks/embedder_choice.py --data {args.data}`"
+        " (default settings; the sample: the files ingest looks at).\n\n"
+        + head
+        + "\n"
+        + "\n".join(rows)
+        + "\n"
+    )
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     print(text)
