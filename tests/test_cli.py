@@ -166,3 +166,27 @@ def test_an_empty_folder_gets_a_hint_not_a_silent_success(tmp_path: Path) -> Non
     (warning,) = json.loads(result.stdout)["warnings"]
     assert warning["path"] == empty.as_posix()
     assert "1 path(s) left out by --exclude" in warning["reason"]
+
+
+def test_ingest_progress_line_names_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the ingest bar counts chunks embedded, not bytes read."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from ragline import cli
+
+    (tmp_path / "docs").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "docs" / f"{name}.md").write_text(
+            f"# Note {name}\n\nThe {name} note says something worth embedding.\n"
+        )
+    screen = StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=160))
+    monkeypatch.setenv("RAGLINE_WRITE_BATCH_CHUNKS", "1")
+    result = runner.invoke(app, ["ingest", str(tmp_path / "docs"), "--index", str(tmp_path / "i")])
+    assert result.exit_code == 0, result.output
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert "chunks embedded 3 / 3 (files chunked 3/3)" in shown, shown
+    assert "chunks/s ETA 0:00:00" in shown
+    assert " MB" not in shown and " kB" not in shown

@@ -13,14 +13,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, Progress, TextColumn
 
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline, parse_filter
@@ -28,6 +21,7 @@ from ragline.eval.cli import eval_command
 from ragline.ingest.ignore import IgnoreFileError
 from ragline.ingest.lock import IngestLockedError
 from ragline.ingest.report import IngestReport
+from ragline.ingest.sync import IngestProgress
 from ragline.ingest.web import is_url
 from ragline.mcp.cli import mcp_command
 from ragline.retrieve.retriever import SearchMode
@@ -180,26 +174,30 @@ def ingest(
     rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
     try:
-        # Sizes and times keep their width (44 cells and the bar); the file name
-        # gets what is left of the line, cut at its start.
-        bar_width = max(4, min(16, err.width - 54))
-        room = err.width - 44 - bar_width
+        # Counts and times keep their width; the file name gets what is left of
+        # the line, cut at its start.
+        bar_width = max(4, min(16, err.width - 80))
         with Progress(
             TextColumn("[bold]ingest[/]"),
-            BarColumn(bar_width=bar_width),
-            DownloadColumn(),  # progress counts bytes read
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            BarColumn(bar_width=bar_width),  # chunks embedded of those known so far
+            TextColumn("{task.fields[counts]}"),
             TextColumn("{task.fields[file]}", style="dim"),
             console=err,
             transient=True,
             disable=as_json or not err.is_terminal,
         ) as bar:
-            task = bar.add_task("ingest", total=None, file="")
+            task = bar.add_task("ingest", total=None, counts="", file="")
 
-            def progress(done: int, total: int, current: str) -> None:
-                bar.update(task, completed=done, total=total, file=fit_tail(current, room))
+            def progress(event: IngestProgress) -> None:
+                counts = progress_line(event)
+                room = max(0, err.width - 10 - bar_width - len(counts))
+                bar.update(
+                    task,
+                    completed=event.chunks_embedded,
+                    total=event.chunks_to_embed or None,
+                    counts=escape(counts),
+                    file=escape(fit_tail(event.current, room)) if room >= 8 else "",
+                )
 
             report = rag.ingest(
                 path,
@@ -219,6 +217,22 @@ def ingest(
         _print_report(report, rag.reports_dir / "last-ingest.json")
     if report.failed:
         raise typer.Exit(1)
+
+
+def progress_line(event: IngestProgress) -> str:
+    """The ingest progress in what costs time: chunks embedded out of those known to
+    need it (the total grows until every file is chunked), the embedding rate
+    measured so far and the ETA it gives."""
+    known = "" if event.files_done >= event.files_total else " known so far"
+    line = (
+        f"chunks embedded {event.chunks_embedded:,} / {event.chunks_to_embed:,}{known} "
+        f"(files chunked {event.files_done:,}/{event.files_total:,})"
+    )
+    rate, eta = event.rate, event.eta_seconds
+    if rate is None or eta is None:
+        return f"{line} ETA -"
+    left = round(eta)
+    return f"{line} {rate:,.1f} chunks/s ETA {left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
 
 
 def _print_report(r: IngestReport, saved: Path) -> None:

@@ -48,8 +48,65 @@ from ragline.store.base import DocumentWrite, Store, check_model
 from ragline.text.language import DEFAULT_LANGUAGE
 from ragline.types import Chunk, DocumentRecord, ParsedDocument
 
-#: progress(done_bytes, total_bytes, path): called after each file is handled.
-ProgressCallback = Callable[[int, int, str], None]
+
+@dataclass(frozen=True, slots=True)
+class IngestProgress:
+    """Where a sync stands, counted in what costs time: chunks embedded out of the
+    chunks to embed. That total is only known as files are chunked, so it grows
+    with ``files_done``; rate and ETA come from the embedding speed measured so far
+    (bytes read said nothing: reading is fast, embedding is the wait)."""
+
+    files_done: int  # files chunked (or failed) so far
+    files_total: int  # files to index this run
+    chunks_embedded: int
+    chunks_to_embed: int  # known so far
+    embed_seconds: float  # time spent in the embedder so far
+    current: str  # the file handled last
+
+    @property
+    def rate(self) -> float | None:
+        """Chunks embedded per second so far; None before the first batch."""
+        if not self.chunks_embedded or self.embed_seconds <= 0:
+            return None
+        return self.chunks_embedded / self.embed_seconds
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Embedding time left for the chunks known so far, at the measured rate."""
+        rate = self.rate
+        return None if rate is None else (self.chunks_to_embed - self.chunks_embedded) / rate
+
+
+#: progress(event): called after each file is chunked and each batch is embedded.
+ProgressCallback = Callable[[IngestProgress], None]
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The running counts behind :class:`IngestProgress`, and whom to tell."""
+
+    callback: ProgressCallback | None
+    files_total: int
+    files_done: int = 0
+    chunks_embedded: int = 0
+    chunks_to_embed: int = 0
+    embed_seconds: float = 0.0
+    current: str = ""
+
+    def tell(self) -> None:
+        if self.callback is not None:
+            self.callback(
+                IngestProgress(
+                    self.files_done,
+                    self.files_total,
+                    self.chunks_embedded,
+                    self.chunks_to_embed,
+                    self.embed_seconds,
+                    self.current,
+                )
+            )
+
+
 #: choose(languages): the embedder a new index is built with, given the chunk
 #: languages (chunks per ISO code) of its sampled files, and why, for the report
 #: (``RAGLINE_EMBEDDER=auto``; see :mod:`ragline.embed.choice`).
@@ -167,6 +224,7 @@ class Indexer:
         self.chunker = chunker
         self.choose = choose
         self._unrecorded = False  # chosen, but nothing sampled yet to record it for
+        self._tally = _Tally(None, 0)
 
     def sync(
         self,
@@ -256,8 +314,7 @@ class Indexer:
                 if memory.recall(s.source, s.file_hash, limits) is None
             ]
             prepared = self._choose_embedder(candidates, report)
-        total_bytes = sum(s.size for s in plan.to_index)
-        done_bytes = 0
+        self._tally = tally = _Tally(progress, len(plan.to_index))
         pending: list[_Pending] = []
         pending_new = 0
         for state in plan.to_index:
@@ -265,7 +322,9 @@ class Indexer:
             known = memory.recall(state.source, state.file_hash, limits)
             if known is not None:  # failed before with this very content: not parsed again
                 report.failed.append(FileFailure(rel, known.reason, known.line))
-                done_bytes += state.size
+                tally.files_done += 1
+                tally.current = rel
+                tally.tell()
                 continue
             item = None
             try:
@@ -285,13 +344,16 @@ class Indexer:
                 memory.remember(state.source, Remembered(state.file_hash, limits, reason, None))
             if item is not None:
                 pending.append(item)
-                pending_new += sum(v is None for v in item.vectors)
+                new = sum(v is None for v in item.vectors)
+                pending_new += new
+                tally.chunks_to_embed += new
                 if pending_new >= self.settings.write_batch_chunks:
                     self._flush(pending, report)
                     pending, pending_new = [], 0
-            done_bytes += state.size
-            if progress:
-                progress(done_bytes, total_bytes, rel)
+            # one event per file, once it is handled (its batch written, if it closed one)
+            tally.files_done += 1
+            tally.current = rel
+            tally.tell()
         self._flush(pending, report)
         memory.save()
 
@@ -341,8 +403,7 @@ class Indexer:
                 if not (d.source in indexed and indexed[d.source].file_hash == d.content_hash)
             ]
             prepared = self._choose_embedder(candidates, report)
-        total_bytes = sum(d.size for d in docs)
-        done_bytes = 0
+        self._tally = tally = _Tally(progress, len(docs))
         pending: list[_Pending] = []
         pending_new = 0
         for d in docs:
@@ -362,13 +423,15 @@ class Indexer:
                     item = None
                 if item is not None:
                     pending.append(item)
-                    pending_new += sum(v is None for v in item.vectors)
+                    new = sum(v is None for v in item.vectors)
+                    pending_new += new
+                    tally.chunks_to_embed += new
                     if pending_new >= self.settings.write_batch_chunks:
                         self._flush(pending, report)
                         pending, pending_new = [], 0
-            done_bytes += d.size
-            if progress:
-                progress(done_bytes, total_bytes, d.source)
+            tally.files_done += 1
+            tally.current = d.source
+            tally.tell()
         self._flush(pending, report)
         report.skipped = sorted(r.source for r in kept)
         seen = {d.source for d in docs} | set(unchanged) | set(keep) | {f.path for f in failed}
@@ -628,16 +691,23 @@ class Indexer:
         todo = [(p, i) for p in group for i, v in enumerate(p.vectors) if v is None]
         if not todo:
             return set()
+        t0 = time.perf_counter()
         try:
             vecs = self._embed_checked([p.chunks[i].embed_text for p, i in todo])
         except EmbeddingError as e:
+            self._tally.embed_seconds += time.perf_counter() - t0
             if len(group) == 1:
                 report.failed.append(FileFailure(group[0].rel, f"embedding failed: {e}"))
+                self._tally.chunks_to_embed -= len(todo)  # they will not be embedded now
+                self._tally.tell()
                 return {id(group[0])}
             half = len(group) // 2
             return self._embed_split(group[:half], report) | self._embed_split(group[half:], report)
         for (p, i), v in zip(todo, vecs, strict=True):
             p.vectors[i] = v
+        self._tally.embed_seconds += time.perf_counter() - t0
+        self._tally.chunks_embedded += len(todo)
+        self._tally.tell()
         return set()
 
     def _embed_checked(self, texts: list[str]) -> Vectors:
