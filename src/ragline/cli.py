@@ -14,9 +14,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
+from typer.core import TyperGroup
 
 from ragline.answer.answerer import SearchOptions
+from ragline.answer.i18n import llm_failure
 from ragline.engine import Ragline, parse_filter
+from ragline.errors import RaglineError
 from ragline.eval.cli import eval_command
 from ragline.ingest.ignore import IgnoreFileError
 from ragline.ingest.lock import IngestLockedError
@@ -33,13 +36,45 @@ from ragline.store.factory import missing_index
 from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
 
+
+class _OneLineErrors(TyperGroup):
+    """Runs a command so that ragline's own errors (and a bad setting) end it with
+    one line naming what to fix, exit status 2; the traceback only with --debug
+    (RAGLINE_DEBUG=1), so the useful line is not the 75th."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
+        try:
+            return super().invoke(ctx)
+        except (RaglineError, ValidationError) as e:
+            if ctx.params.get("debug"):
+                raise
+            message = invalid_setting(e) if isinstance(e, ValidationError) else str(e)
+            raise _fail(f"{escape(message)} (--debug shows the traceback)") from None
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="ragline: grounded, cited answers over a folder of documents.",
     no_args_is_help=True,
     add_completion=False,
 )
 out = Console()
 err = Console(stderr=True)
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="RAGLINE_DEBUG",
+            help="Show the traceback of an error, not just its one line.",
+        ),
+    ] = False,
+) -> None:
+    """ragline: grounded, cited answers over a folder of documents."""
+
 
 IndexOpt = Annotated[
     Path | None,
@@ -363,7 +398,9 @@ def ask(
 
     Streams the answer, then lists its sources. Exit status: 0 on an answer (or
     the "not enough information" fallback), 1 when generation failed midway
-    (the partial answer is shown), 2 on a usage or store error.
+    (the partial answer is shown) or the language model could not be reached or
+    refused the request (LLM_BASE_URL; the passages are quoted instead), 2 on a
+    usage or store error.
     """
     options = _search_options(mode, filters, top_k, expand)
     if generator not in (None, *get_args(GeneratorName)):
@@ -397,6 +434,14 @@ def ask(
         _print_answer_details(answer)
     if not answer.complete:
         raise typer.Exit(1)
+    if answer.error and llm_failure(answer.error) in ("unreachable", "refused"):
+        # a wrong setting, not a busy model: say which, and do not pass for an answer
+        raise _fail(
+            f"the language model at LLM_BASE_URL={rag.settings.llm_base_url} could not be "
+            f"used ({answer.error}); check LLM_BASE_URL (and LLM_MODEL, LLM_API_KEY). "
+            "The answer above quotes the passages instead",
+            1,
+        )
 
 
 def _read_history(path: Path) -> list[dict[str, Any]]:
@@ -573,6 +618,11 @@ def bench(
 
     command = "ragline " + " ".join(sys.argv[1:])
 
+    if work_dir is not None and not work_dir.is_dir():
+        raise _fail(
+            f"--work-dir {work_dir}: no such folder (create it, or leave --work-dir out "
+            "to use the system's temporary folder)"
+        )
     try:
         config = BenchConfig(
             path=path,
