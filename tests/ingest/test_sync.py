@@ -10,7 +10,7 @@ import pytest
 
 from ragline.embed.base import ModelFingerprint
 from ragline.engine import Ragline
-from ragline.ingest.sync import FileState, in_scope, plan_sync
+from ragline.ingest.sync import FileState, IngestProgress, in_scope, plan_sync
 from ragline.store.base import ModelMismatchError
 from ragline.types import DocumentRecord
 
@@ -289,3 +289,35 @@ def test_a_file_whose_record_was_lost_is_indexed_again(
     report = rag.ingest(corpus)
     assert report.indexed == ["animals/zebra.md"]
     assert rag.store.count_chunks() == first.index_chunks
+
+
+def test_progress_counts_embedded_chunks_up_to_the_total(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    """Progress counts what costs time: chunks embedded of those known to need it,
+    reaching the total, never going back; rate and ETA once a batch is embedded."""
+    corpus = write_corpus(tmp_path / "corpus")
+    events: list[IngestProgress] = []
+    rag = make_rag(write_batch_chunks=2)  # several batches, so progress moves in steps
+    report = rag.ingest(corpus, progress=events.append)
+    assert report.failed == [] and report.chunks_embedded > 2
+
+    embedded = [e.chunks_embedded for e in events]
+    assert embedded == sorted(embedded)
+    assert [e.files_done for e in events] == sorted(e.files_done for e in events)
+    assert all(e.chunks_embedded <= e.chunks_to_embed for e in events)
+    last = events[-1]
+    assert last.chunks_embedded == last.chunks_to_embed == report.chunks_embedded
+    assert last.files_done == last.files_total == 3
+    # the total is only known as files are chunked: it grew, and the bar lagged it
+    assert events[0].chunks_to_embed < report.chunks_embedded
+    assert any(0 < e.chunks_embedded < e.chunks_to_embed for e in events)
+    measured = [e for e in events if e.chunks_embedded]
+    assert measured and all(e.rate is not None and e.rate > 0 for e in measured)
+    assert last.eta_seconds == 0
+    assert events[0].rate is None and events[0].eta_seconds is None
+    assert {e.current for e in events} == {"animals/octopus.md", "animals/zebra.md", "kitchen.txt"}
+
+    again: list[IngestProgress] = []
+    rag.ingest(corpus, progress=again.append)
+    assert again == []  # nothing to index, nothing to count

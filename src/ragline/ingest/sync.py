@@ -55,12 +55,70 @@ from ragline.store.retrying import call_with_retry
 from ragline.text.language import DEFAULT_LANGUAGE
 from ragline.types import Chunk, DocumentRecord, ParsedDocument
 
-#: progress(done_bytes, total_bytes, path): called after each file is handled.
-ProgressCallback = Callable[[int, int, str], None]
+
+@dataclass(frozen=True, slots=True)
+class IngestProgress:
+    """Where a sync stands, counted in what costs time: chunks embedded out of the
+    chunks to embed. That total is only known as files are chunked, so it grows
+    with ``files_done``; rate and ETA come from the embedding speed measured so far
+    (bytes read said nothing: reading is fast, embedding is the wait)."""
+
+    files_done: int  # files chunked (or failed) so far
+    files_total: int  # files to index this run
+    chunks_embedded: int
+    chunks_to_embed: int  # known so far
+    embed_seconds: float  # time spent in the embedder so far
+    current: str  # the file handled last
+
+    @property
+    def rate(self) -> float | None:
+        """Chunks embedded per second so far; None before the first batch."""
+        if not self.chunks_embedded or self.embed_seconds <= 0:
+            return None
+        return self.chunks_embedded / self.embed_seconds
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Embedding time left for the chunks known so far, at the measured rate."""
+        rate = self.rate
+        return None if rate is None else (self.chunks_to_embed - self.chunks_embedded) / rate
+
+
+#: progress(event): called after each file is chunked and each batch is embedded.
+ProgressCallback = Callable[[IngestProgress], None]
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The running counts behind :class:`IngestProgress`, and whom to tell."""
+
+    callback: ProgressCallback | None
+    files_total: int
+    files_done: int = 0
+    chunks_embedded: int = 0
+    chunks_to_embed: int = 0
+    embed_seconds: float = 0.0
+    current: str = ""
+
+    def tell(self) -> None:
+        if self.callback is not None:
+            self.callback(
+                IngestProgress(
+                    self.files_done,
+                    self.files_total,
+                    self.chunks_embedded,
+                    self.chunks_to_embed,
+                    self.embed_seconds,
+                    self.current,
+                )
+            )
+
+
 #: Prefix of the recorded hash of a file written without some of its chunks: it
 #: matches no file's hash, so the next run indexes the file again (reusing the
 #: stored vectors) and tries the left-out chunks once more.
 PARTIAL_HASH = "partial:"
+
 #: choose(languages): the embedder a new index is built with, given the chunk
 #: languages (chunks per ISO code) of its sampled files, and why, for the report
 #: (``RAGLINE_EMBEDDER=auto``; see :mod:`ragline.embed.choice`).
@@ -191,6 +249,7 @@ class Indexer:
         self.chunker = chunker
         self.choose = choose
         self._unrecorded = False  # chosen, but nothing sampled yet to record it for
+        self._tally = _Tally(None, 0)
 
     def sync(
         self,
@@ -280,8 +339,7 @@ class Indexer:
                 if memory.recall(s.source, s.file_hash, limits) is None
             ]
             prepared = self._choose_embedder(candidates, report)
-        total_bytes = sum(s.size for s in plan.to_index)
-        done_bytes = 0
+        self._tally = tally = _Tally(progress, len(plan.to_index))
         pending: list[_Pending] = []
         pending_new = 0
         for state in plan.to_index:
@@ -289,7 +347,9 @@ class Indexer:
             known = memory.recall(state.source, state.file_hash, limits)
             if known is not None:  # failed before with this very content: not parsed again
                 report.failed.append(FileFailure(rel, known.reason, known.line))
-                done_bytes += state.size
+                tally.files_done += 1
+                tally.current = rel
+                tally.tell()
                 continue
             item = None
             try:
@@ -309,13 +369,16 @@ class Indexer:
                 memory.remember(state.source, Remembered(state.file_hash, limits, reason, None))
             if item is not None:
                 pending.append(item)
-                pending_new += sum(v is None for v in item.vectors)
+                new = sum(v is None for v in item.vectors)
+                pending_new += new
+                tally.chunks_to_embed += new
                 if pending_new >= self.settings.write_batch_chunks:
                     self._flush(pending, report)
                     pending, pending_new = [], 0
-            done_bytes += state.size
-            if progress:
-                progress(done_bytes, total_bytes, rel)
+            # one event per file, once it is handled (its batch written, if it closed one)
+            tally.files_done += 1
+            tally.current = rel
+            tally.tell()
         self._flush(pending, report)
         memory.save()
 
@@ -365,8 +428,7 @@ class Indexer:
                 if not (d.source in indexed and indexed[d.source].file_hash == d.content_hash)
             ]
             prepared = self._choose_embedder(candidates, report)
-        total_bytes = sum(d.size for d in docs)
-        done_bytes = 0
+        self._tally = tally = _Tally(progress, len(docs))
         pending: list[_Pending] = []
         pending_new = 0
         for d in docs:
@@ -386,13 +448,15 @@ class Indexer:
                     item = None
                 if item is not None:
                     pending.append(item)
-                    pending_new += sum(v is None for v in item.vectors)
+                    new = sum(v is None for v in item.vectors)
+                    pending_new += new
+                    tally.chunks_to_embed += new
                     if pending_new >= self.settings.write_batch_chunks:
                         self._flush(pending, report)
                         pending, pending_new = [], 0
-            done_bytes += d.size
-            if progress:
-                progress(done_bytes, total_bytes, d.source)
+            tally.files_done += 1
+            tally.current = d.source
+            tally.tell()
         self._flush(pending, report)
         report.skipped = sorted(r.source for r in kept)
         seen = {d.source for d in docs} | set(unchanged) | set(keep) | {f.path for f in failed}
@@ -685,6 +749,7 @@ class Indexer:
             lost = [i for i, v in enumerate(p.vectors) if v is None]
             if not lost:
                 continue
+            self._tally.chunks_to_embed -= len(lost)  # they will not be embedded now
             if run.down is not None or len(lost) == len(p.chunks):
                 reason = run.down or run.rejected[(id(p), lost[0])]
                 report.failed.append(FileFailure(p.rel, f"embedding failed: {reason}"))
@@ -702,6 +767,8 @@ class Indexer:
                     )
                 )
             _drop_chunks(p, lost)
+        if run.rejected or run.down is not None:
+            self._tally.tell()
         return failed
 
     def _embed_halving(self, items: list[tuple[_Pending, int]], run: _EmbedRun) -> None:
@@ -709,9 +776,11 @@ class Indexer:
         half, down to single chunks (recorded in ``run.rejected``)."""
         if not items or run.down is not None:
             return
+        t0 = time.perf_counter()
         try:
             vecs = self._embed_checked([p.chunks[i].embed_text for p, i in items])
         except EmbeddingError as e:
+            self._tally.embed_seconds += time.perf_counter() - t0
             if len(items) == 1:
                 p, i = items[0]
                 run.rejected[(id(p), i)] = str(e)
@@ -725,6 +794,9 @@ class Indexer:
         run.succeeded = True
         for (p, i), v in zip(items, vecs, strict=True):
             p.vectors[i] = v
+        self._tally.embed_seconds += time.perf_counter() - t0
+        self._tally.chunks_embedded += len(items)
+        self._tally.tell()
 
     def _embed_checked(self, texts: list[str]) -> Vectors:
         """The embedder's vectors, within the time limit, with the right shape and
