@@ -86,7 +86,7 @@ def test_past_the_waiting_limit_the_answer_says_high_traffic(
     docs_index: Path, serve: Callable[..., LiveServer], llm: tuple[str, Any]
 ) -> None:
     url, script = llm
-    script.script = [("sleep", 3.0)]  # the first answer holds the only place
+    script.script = [("sleep", 8.0)]  # the first answer holds the only place
     live = llm_server(serve, docs_index, url, llm_max_waiting=1)
     first: dict[str, Any] = {}
 
@@ -100,13 +100,14 @@ def test_past_the_waiting_limit_the_answer_says_high_traffic(
     while not script.requests and time.monotonic() < deadline:
         time.sleep(0.02)
     assert script.requests, "the first answer never reached the LLM"
-    started = time.monotonic()
     with live.client() as c:
         r = c.post("/api/query", json={"question": QUESTION})
-    waited = time.monotonic() - started
+    # Not queued behind the first: its answer arrives while the first still waits for
+    # the LLM (an order, not a timing, so a busy machine cannot fail it).
+    queued_behind = not thread.is_alive()
     thread.join(timeout=30)
     assert r.status_code == 200
-    assert "high traffic" in r.json()["answer"] and waited < 2.5  # not queued behind
+    assert "high traffic" in r.json()["answer"] and not queued_behind
     assert first["r"].json()["answer"] == "late" or "late" in first["r"].json()["answer"]
     assert len(script.requests) == 1
 
