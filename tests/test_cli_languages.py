@@ -4,6 +4,7 @@ the real default model and index, through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_ask_in_japanese_answers_in_japanese(index: Path) -> None:
     the fallback), and the question is answered from the Japanese page, in Japanese."""
     report = json.loads((index / "reports" / "last-ingest.json").read_text("utf-8"))
     assert report["model"].startswith("multilingual-e5-small")
-    assert report["model_choice"].startswith("multilingual model chosen: 50% of")
+    assert re.match(r"multilingual model chosen: (4\d|5\d)% of \d+ sampled", report["model_choice"])
     result = runner.invoke(
         app, ["ask", "クラスコンポーネントで ref を宣言するには？", "--index", str(index), "--json"]
     )

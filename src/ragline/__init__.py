@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ragline.answer.answerer import SearchFn
     from ragline.answer.generators.base import (
         Delta,
+        GenerationDeadline,
         GenerationError,
         GenerationRequest,
         Generator,
@@ -145,6 +146,7 @@ _LOCATIONS: dict[str, str] = {
     "StoreUrlError": "ragline.store.url",
     "TargetNotEmptyError": "ragline.store.migrate",
     "GenerationError": "ragline.answer.generators.base",
+    "GenerationDeadline": "ragline.answer.generators.base",
     "LocalModelUnavailable": "ragline.answer.generators.local",
     "QueryLogError": "ragline.serve.querylog",
     "FetchError": "ragline.ingest.web.fetch",
@@ -175,6 +177,7 @@ __all__ = [
     "FileFailure",
     "Filters",
     "Fused",
+    "GenerationDeadline",
     "GenerationError",
     "GenerationRequest",
     "Generator",

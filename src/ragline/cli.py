@@ -276,7 +276,7 @@ def _print_report(r: IngestReport, saved: Path) -> None:
     out.print(f"[bold]ingest[/] {escape(r.root)}", highlight=False, soft_wrap=True)
     out.print(f"[dim]tenant {r.tenant}, {r.chunker} chunker, {r.model}[/]", highlight=False)
     if r.model_choice:
-        out.print(f"[dim]{escape(r.model_choice)}[/]", highlight=False, soft_wrap=True)
+        out.print(f"[dim]{escape(r.model_choice)}[/]", highlight=False)
     pairs = [
         ("files found", str(r.files)),
         ("excluded (ignore rules)", str(len(r.excluded))),

@@ -62,7 +62,13 @@ def test_ratings_and_clicks_are_kept_and_counted_by_stats(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     db = tmp_path / "querylog.sqlite3"
-    live = serve(docs_index, rate_limit_per_minute=0, query_log_url=str(db), query_log_salt="s")
+    live = serve(
+        docs_index,
+        rate_limit_per_minute=0,
+        query_log_url=str(db),
+        query_log_salt="s",
+        query_log_privacy=False,  # the comment is kept only with full logging
+    )
     with live.client() as c:
         first, second = (ask(c, q) for q in QUESTIONS)
         one, two = first["metadata"]["query_id"], second["metadata"]["query_id"]

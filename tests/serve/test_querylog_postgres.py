@@ -67,7 +67,7 @@ def db_url(pg_server: Any, pg_url: str) -> Iterator[str]:
 
 
 def test_every_field_round_trips_and_rows_are_tenant_scoped(db_url: str) -> None:
-    log = make_query_log(Settings(query_log_url=db_url))
+    log = make_query_log(Settings(query_log_url=db_url, query_log_privacy=False))
     assert isinstance(log, PostgresQueryLog)
     try:
         rows = [full_row(f"q{i}", "a" if i % 2 else "b", f"2025-01-0{i + 1}T00:00:00.000001+00:00")
