@@ -380,7 +380,10 @@ class Answerer:
                     confidence, ev.best, ev.answers, ev.reason(context), label
                 )
             confidence = i18n.translate_reason(confidence, lang)
-            if not ev.answers and off_topic:  # neither the cosines nor the reader
+            if off_topic and not (ev.answers and ev.method == "reader"):
+                # Only the reader's own verdict lifts the cosine gate: a sheet's rows or
+                # another language are judged by the evidence check, whose word rules
+                # matched a table row of the docs to "the boiling point of tungsten".
                 yield from self._out_of_scope(q, confidence, timings, t0, lang, result.mode)
                 return
             if not ev.answers:
