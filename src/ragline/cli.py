@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from typer.core import TyperGroup
 
+from ragline import logs
 from ragline.answer.answerer import SearchOptions
 from ragline.answer.i18n import llm_failure
 from ragline.engine import Ragline, parse_filter
@@ -74,6 +76,8 @@ def _options(
     ] = False,
 ) -> None:
     """ragline: grounded, cited answers over a folder of documents."""
+    with contextlib.suppress(ValidationError):  # the command itself reports a bad setting
+        logs.configure(Settings().log_format)
 
 
 IndexOpt = Annotated[

@@ -842,6 +842,11 @@ class Settings(BaseSettings):
         "X-Forwarded-Proto `ragline serve` believes; empty: none, the TCP peer is the client "
         "(trusting loopback let any local caller spoof its address past the rate limit).",
     )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="How ragline's log lines are written: text, or json (one JSON object per "
+        "line; under `ragline serve` uvicorn's lines too).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

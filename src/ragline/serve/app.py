@@ -29,6 +29,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
+from ragline import tracing
 from ragline.engine import Ragline
 from ragline.serve.errors import install_error_handlers
 from ragline.serve.mcp import mount_mcp
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
+        traced = tracing.configure_from_env()  # off unless OTEL_* variables ask
         state.warm_started = time.monotonic()
         warm_task = asyncio.create_task(run_in_threadpool(state.warm))
         state.warm_task = warm_task
@@ -74,6 +76,8 @@ def create_app(settings: Settings | None = None, *, rag: Ragline | None = None) 
             state.close()
             if owns_engine:
                 engine.close()
+            if traced:
+                tracing.shutdown()
 
     app = FastAPI(
         title="ragline",

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from ragline import logs
 from ragline.settings import Settings
 
 
@@ -64,6 +65,7 @@ def serve(
     if index is not None:
         update["index_dir"] = index
     settings = settings_or_exit(update)
+    logs.configure(settings.log_format)
     missing = missing_index(settings)
     if missing is not None and not create:
         # A missing folder used to become a new, empty index answering "I don't know".
@@ -92,6 +94,7 @@ def serve(
             port=settings.serve_port,
             workers=settings.serve_workers,
             **proxy_options(settings),
+            **log_options(settings),
         )
         return
     from ragline.serve.app import create_app
@@ -101,7 +104,14 @@ def serve(
         host=settings.serve_host,
         port=settings.serve_port,
         **proxy_options(settings),
+        **log_options(settings),
     )
+
+
+def log_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's logging set up for ``RAGLINE_LOG_FORMAT`` (nothing: uvicorn's own)."""
+    config = logs.uvicorn_log_config(settings.log_format)
+    return {} if config is None else {"log_config": config}
 
 
 def missing_index(settings: Settings) -> Path | None:
@@ -143,4 +153,6 @@ def app_from_env() -> object:
     """The app of one worker process (``uvicorn --factory``), from the environment."""
     from ragline.serve.app import create_app
 
-    return create_app(Settings())
+    settings = Settings()
+    logs.configure(settings.log_format)
+    return create_app(settings)

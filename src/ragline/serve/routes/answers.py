@@ -22,6 +22,7 @@ from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import answer_body, citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, Caller, ServeState, log, new_query_id
+from ragline.serve.traces import trace_answer
 from ragline.settings import Settings
 from ragline.store.base import StoreError
 from ragline.types import Answer
@@ -96,6 +97,7 @@ async def remember(
     summary="Answer a question with citations",
 )
 async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[str, Any]:
+    started_ns = time.time_ns()
     settings = state.settings
     question, context = question_and_context(body, settings)
     options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
@@ -116,10 +118,16 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
     except Exception as exc:
         await finish_row(state, row, 500, f"{type(exc).__name__}: {exc}", None)
         raise
+    answered_ns = time.time_ns()
     state.metrics.observe_answer("/api/query", answer)
     out = answer_body(
         answer, query_id, conversation_id, run.count_tokens,
         retrieved=run.retrieved, session_id=body.session_id,
+    )  # fmt: skip
+    trace_answer(
+        settings, "/api/query", answer, query_id=query_id, tenant=who.tenant, question=question,
+        started_ns=started_ns, answered_ns=answered_ns, count_tokens=run.count_tokens,
+        retrieved=run.retrieved,
     )  # fmt: skip
     if conversation_id is not None:
         await remember(state, who.tenant, conversation_id, question, answer, query_id, out)
@@ -140,6 +148,7 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
     summary="Answer a question as a stream of server-sent events",
 )
 async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> StreamingResponse:
+    started_ns = time.time_ns()
     settings = state.settings
     question, context = question_and_context(body, settings)
     options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
@@ -168,6 +177,7 @@ async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> Streami
             query_id,
             row,
             body.session_id,
+            started_ns,
         ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -203,6 +213,7 @@ async def chat_events(
     query_id: str,
     row: QueryLogRow,
     session_id: str | None = None,
+    started_ns: int | None = None,
 ) -> AsyncIterator[bytes]:
     started = time.perf_counter()
     answer: Answer | None = None
@@ -239,7 +250,14 @@ async def chat_events(
                 )
             elif event.type == "done" and event.answer is not None:
                 answer = event.answer
+                answered_ns = time.time_ns()
                 state.metrics.observe_answer("/api/chat", answer)
+                trace_answer(
+                    state.settings, "/api/chat", answer, query_id=query_id, tenant=who.tenant,
+                    question=question, started_ns=started_ns or answered_ns,
+                    answered_ns=answered_ns, count_tokens=run.count_tokens,
+                    retrieved=run.retrieved,
+                )  # fmt: skip
                 body = answer_body(
                     answer, query_id, conversation_id, run.count_tokens,
                     retrieved=run.retrieved, session_id=session_id,
