@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -78,8 +83,6 @@ def serve(
     if settings.serve_workers > 1:
         # Each worker process builds its own app from the environment: pass the
         # command line's choices on through it.
-        import os
-
         os.environ["RAGLINE_INDEX_DIR"] = str(settings.index_dir)
         backend = shared_rate_limit_backend(settings)
         if backend != settings.rate_limit_backend:
@@ -87,15 +90,19 @@ def serve(
             typer.echo(
                 f"rate limit shared by the {settings.serve_workers} workers through {backend}"
             )
-        uvicorn.run(
-            "ragline.serve.cli:app_from_env",
-            factory=True,
-            host=settings.serve_host,
-            port=settings.serve_port,
-            workers=settings.serve_workers,
-            **proxy_options(settings),
-            **log_options(settings),
-        )
+        with shared_metrics_dir() as metrics_dir:
+            typer.echo(
+                f"metrics of the {settings.serve_workers} workers shared through {metrics_dir}"
+            )
+            uvicorn.run(
+                "ragline.serve.cli:app_from_env",
+                factory=True,
+                host=settings.serve_host,
+                port=settings.serve_port,
+                workers=settings.serve_workers,
+                **proxy_options(settings),
+                **log_options(settings),
+            )
         return
     from ragline.serve.app import create_app
 
@@ -106,6 +113,26 @@ def serve(
         **proxy_options(settings),
         **log_options(settings),
     )
+
+
+@contextlib.contextmanager
+def shared_metrics_dir() -> Iterator[str]:
+    """The folder the workers' Prometheus samples are written to, so that one scrape of
+    ``/metrics`` counts every worker's requests (prometheus_client's multiprocess mode,
+    chosen by ``PROMETHEUS_MULTIPROC_DIR`` before a worker imports it). A folder named
+    by the user is used as it is; otherwise a new temporary one, removed at exit."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    folder = tempfile.mkdtemp(prefix="ragline-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+    try:
+        yield folder
+    finally:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def log_options(settings: Settings) -> dict[str, Any]:

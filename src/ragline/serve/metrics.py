@@ -1,19 +1,22 @@
 """Prometheus metrics of one app: a registry per app, so two apps in one process
 (tests, embedding) never share or clash on counters.
 
-With several worker processes each has its own registry; scrape each worker or run
-one worker per port (``--workers 1``) when exact totals matter.
+With several worker processes (``ragline serve --workers N``) they are one registry:
+prometheus_client's multiprocess mode, where each process writes its samples to files
+in ``PROMETHEUS_MULTIPROC_DIR`` (the parent makes a temporary one) and a scrape of any
+worker adds up every worker's files. Latencies are histograms in seconds
+(``_seconds``, ``_bucket``): percentiles come from ``histogram_quantile`` over all
+workers, which per-process percentile gauges could not give.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
+import os
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import values as _values
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ragline.latency import QUANTILES, quantiles
 from ragline.store.base import MALFORMED_CHUNKS
 from ragline.types import Answer
 
@@ -23,16 +26,25 @@ LATENCY_BUCKETS = (
 )  # fmt: skip
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-#: Recent samples per stage behind the p50/p95/p99 gauges (a sliding window).
-QUANTILE_WINDOW = 1024
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> str | None:
+    """The shared folder when this process writes its samples there: the variable set
+    before prometheus_client was imported (it decides at import, once per process)."""
+    folder = os.environ.get(MULTIPROC_ENV)
+    return folder if folder and _values.ValueClass is not _values.MutexValue else None
 
 
 class ServeMetrics:
     """Counters and histograms of requests, answers and the query log."""
 
     def __init__(self) -> None:
+        #: Where the metrics are registered; scraped as it is by one process, or
+        #: (multiprocess) never: the scrape reads every process's files instead.
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self.shared_dir = multiprocess_dir()
         self.requests = Counter(
             "ragline_http_requests",
             "HTTP requests by route template, method and status code.",
@@ -61,15 +73,6 @@ class ServeMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.stage_quantile_ms = Gauge(
-            "ragline_stage_latency_ms",
-            f"p50/p95/p99 of each answer stage over the last {QUANTILE_WINDOW} answers "
-            "(milliseconds; first_token included).",
-            ["stage", "quantile"],
-            registry=r,
-        )
-        self._recent: dict[str, deque[float]] = {}
-        self._recent_lock = threading.Lock()
         self.answers = Counter(
             "ragline_answers",
             "Answers by endpoint and outcome.",
@@ -103,8 +106,10 @@ class ServeMetrics:
         self.malformed_chunks = Gauge(
             "ragline_malformed_chunks",
             "Stored chunks found malformed (a missing or wrong-typed field) and left out "
-            "of answers since the process started; their ids are in the log.",
+            "of answers since the process started (the most any worker found); their "
+            "ids are in the log.",
             registry=r,
+            multiprocess_mode="livemax",
         )
         self.stream_disconnects = Counter(
             "ragline_stream_disconnects",
@@ -119,11 +124,8 @@ class ServeMetrics:
         if "first_token" in answer.timings_ms:
             seconds = max(answer.timings_ms["first_token"], 0.0) / 1000.0
             self.first_token_seconds.labels(endpoint=endpoint).observe(seconds)
-        with self._recent_lock:
-            for stage, ms in answer.timings_ms.items():
-                if "." not in stage:  # the answer's stages, not retrieve.* sub-stages
-                    window = self._recent.setdefault(stage, deque(maxlen=QUANTILE_WINDOW))
-                    window.append(ms)
+        # each worker keeps its own count current (a scrape may reach another worker)
+        self.malformed_chunks.set(len(MALFORMED_CHUNKS.snapshot()))
         if answer.fallback:
             outcome = "fallback"
             self.fallbacks.inc()
@@ -139,10 +141,19 @@ class ServeMetrics:
         self.citations_unsupported.inc(sum(1 for c in answer.citations if not c.supported))
 
     def render(self) -> bytes:
+        """The exposition: this app's registry, or every worker's samples summed."""
         self.malformed_chunks.set(len(MALFORMED_CHUNKS.snapshot()))
-        with self._recent_lock:
-            recent = {stage: list(values) for stage, values in self._recent.items()}
-        for stage, values in recent.items():
-            for name, ms in quantiles(values, QUANTILES).items():
-                self.stage_quantile_ms.labels(stage=stage, quantile=name).set(ms)
-        return generate_latest(self.registry)
+        if self.shared_dir is None:
+            return generate_latest(self.registry)
+        from prometheus_client import multiprocess
+
+        scrape = CollectorRegistry()
+        multiprocess.MultiProcessCollector(scrape, path=self.shared_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(scrape)
+
+    def close(self) -> None:
+        """At worker exit: its live gauges leave the sum (its counters stay counted)."""
+        if self.shared_dir is not None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(os.getpid(), self.shared_dir)  # type: ignore[no-untyped-call]

@@ -303,7 +303,8 @@ class ServeState:
         )
 
     def close(self) -> None:
-        for closer in (self.query_log.close, self.conversations.close, self.uploads.close):
+        closers = (self.query_log.close, self.conversations.close, self.uploads.close)
+        for closer in (*closers, self.metrics.close):
             try:
                 closer()
             except Exception as exc:
