@@ -245,8 +245,8 @@ def trace_answer(
 ) -> None:
     """The spans of one answered request: a root ``name`` from ``started_ns`` to
     ``ended_ns`` (the current span, if any, its parent) and a child per stage, the
-    stages ending at ``answered_ns``. ``attributes`` (query id, tenant, endpoint, and
-    endpoint) go on every span; ``question``, passed only where the caller's privacy
+    stages ending at ``answered_ns``. ``attributes`` (query id, tenant, endpoint; None
+    values left out) go on every span; ``question``, passed only where the caller's privacy
     setting allows, on the root span alone."""
     t = tracer()
     if t is None:

@@ -28,6 +28,7 @@ from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import citation_out, source_out, usage_of
 from ragline.serve.sse import format_event, iterate_in_thread
 from ragline.serve.state import AnswerRun, ServeState, log, new_query_id
+from ragline.serve.traces import trace_answer
 from ragline.store.base import StoreError
 from ragline.types import Answer
 from ragline.validation import (
@@ -134,6 +135,7 @@ async def models(who: CallerDep, state: StateDep) -> dict[str, Any]:
     summary="OpenAI-compatible chat completion with citations",
 )
 async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state: StateDep) -> Any:
+    started_ns = time.time_ns()
     settings = state.settings
     if body.n not in (None, 1):
         raise RequestProblem("only n=1 is supported", field="n")
@@ -155,7 +157,8 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
             stream_chunks(state, run, question, history, options, completion_id, model, row,
-                          include_usage),
+                          include_usage, tenant=who.tenant, query_id=query_id,
+                          started_ns=started_ns),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )  # fmt: skip
@@ -165,7 +168,13 @@ async def chat_completions(body: s.ChatCompletionRequest, who: CallerDep, state:
         problem = engine_error(exc, field="messages")
         await finish_row(state, row, problem.status_code, str(exc), None)
         raise problem from None
+    answered_ns = time.time_ns()
     state.metrics.observe_answer(ENDPOINT, answer)
+    trace_answer(
+        settings, ENDPOINT, answer, query_id=query_id, tenant=who.tenant, question=question,
+        started_ns=started_ns, answered_ns=answered_ns, count_tokens=run.count_tokens,
+        retrieved=run.retrieved,
+    )  # fmt: skip
     usage = usage_of(answer, run.count_tokens)
     await finish_row(state, row, 200, None, answer, tokens=usage["total_tokens"])
     return JSONResponse(
@@ -198,6 +207,10 @@ async def stream_chunks(
     model: str,
     row: QueryLogRow,
     include_usage: bool,
+    *,
+    tenant: str = "",
+    query_id: str = "",
+    started_ns: int = 0,
 ) -> AsyncIterator[bytes]:
     created = int(time.time())
 
@@ -226,7 +239,13 @@ async def stream_chunks(
             elif event.type == "done" and event.answer is not None:
                 answer = event.answer
         if answer is not None:
+            answered_ns = time.time_ns()
             state.metrics.observe_answer(ENDPOINT, answer)
+            trace_answer(
+                state.settings, ENDPOINT, answer, query_id=query_id, tenant=tenant,
+                question=question, started_ns=started_ns or answered_ns,
+                answered_ns=answered_ns, count_tokens=run.count_tokens, retrieved=run.retrieved,
+            )  # fmt: skip
         if error is not None:
             yield format_event(
                 None,
