@@ -1,6 +1,6 @@
-"""Latency percentiles (p50/p95/p99) of per-stage timings, for ``/metrics`` and
-``ragline stats``: one pure function over millisecond samples, linear interpolation
-(numpy's default, as the eval reports use)."""
+"""Latency percentiles (p50/p95/p99) of per-stage timings, for ``ragline stats``
+(``/metrics`` has histograms instead): one pure function over millisecond samples,
+linear interpolation (numpy's default, as the eval reports use)."""
 
 from __future__ import annotations
 
