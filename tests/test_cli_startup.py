@@ -86,3 +86,27 @@ def test_subcommand_help_loads_no_engine() -> None:
     typer_own = ("pydantic", "pydantic_core")  # typer's coercion, not ragline's
     heavy = [m for m in _heavy(_loaded_after(code)) if m.split(".")[0] not in typer_own]
     assert heavy == []
+
+
+def test_search_path_loads_neither_pipeline_nor_rest_client() -> None:
+    """What a cold `ragline search` imports: the engine and the LanceDB store, but not
+    the answer pipeline (generators, HTTP clients), the ingest pipeline (parsers),
+    nor LanceDB's REST namespace client (2 CPU-s of pydantic models at import)."""
+    modules = _loaded_after(
+        "import ragline.engine, ragline.store.lance, ragline.retrieve.retriever"
+    )
+    assert "lancedb" in modules
+    unwanted = ("ragline.answer.generators", "ragline.ingest.sync", "ragline.ingest.parse")
+    assert sorted(m for m in modules if m.startswith(unwanted)) == []
+    assert [m for m in modules if m.startswith("lance_namespace_urllib3_client.api.")] == []
+
+
+def test_deferred_rest_client_still_imports_whole() -> None:
+    """The REST client deferred by ``ragline/__init__`` loads on its first use."""
+    modules = _loaded_after(
+        "import ragline.store.lance\n"
+        "from lance_namespace_urllib3_client import ApiClient, TableApi\n"
+        "import lance_namespace_urllib3_client as client\n"
+        "assert client.__version__ and ApiClient.__name__ == 'ApiClient'"
+    )
+    assert "lance_namespace_urllib3_client.api.table_api" in modules

@@ -160,7 +160,6 @@ def _search_options(
     mode: str | None, filters: list[str] | None, top_k: int | None, expand: int | None
 ) -> SearchOptions:
     """The retrieval options `search` and `ask` share, checked: a bad one exits with 2."""
-    from ragline.answer.answerer import SearchOptions
     from ragline.engine import parse_filter
     from ragline.retrieve.retriever import SearchMode
 
@@ -170,9 +169,9 @@ def _search_options(
         parsed = dict(parse_filter(f) for f in filters or [])
     except ValueError as e:
         raise _fail(str(e)) from None
-    return SearchOptions(
-        mode=cast("SearchMode | None", mode), top_k=top_k, filters=parsed, expand=expand
-    )
+    # a TypedDict is a dict: built as one, so a search does not import the answerer
+    options = {"mode": mode, "top_k": top_k, "filters": parsed, "expand": expand}
+    return cast("SearchOptions", options)
 
 
 @app.command()
