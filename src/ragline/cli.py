@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
 
@@ -231,6 +233,7 @@ def ingest(
         raise _fail(f"{path}: no such file or folder")
     rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
+    stop, restore = _stop_on_ctrl_c()
     try:
         # Counts and times keep their width; the file name gets what is left of
         # the line, cut at its start.
@@ -264,17 +267,57 @@ def ingest(
                 progress=progress,
                 max_pages=max_pages,
                 max_depth=max_depth,
+                stop=stop,
             )
     except (StoreError, FileNotFoundError, IgnoreFileError, IngestLockedError) as e:
         raise _fail(str(e)) from None
     finally:
+        restore()
         rag.close()
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         _print_report(report, rag.reports_dir / "last-ingest.json")
+    if report.interrupted:
+        err.print(
+            f"interrupted: kept {len(report.indexed):,} files ({report.chunks:,} chunks); "
+            f"run `ragline ingest {escape(target)}` again to resume",
+            highlight=False,
+            soft_wrap=True,
+        )
+        # Everything kept is committed and the report saved; the embedding call
+        # abandoned by the stop may still be running in its thread, and a normal exit
+        # would wait for it (up to a minute on a loaded machine).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     if report.failed:
         raise typer.Exit(1)
+
+
+def _stop_on_ctrl_c() -> tuple[threading.Event, Callable[[], None]]:
+    """An event the first Ctrl-C sets, so the ingest stops at its next step and keeps
+    what is embedded; a second Ctrl-C quits at once (KeyboardInterrupt). Also the
+    call that puts the previous handler back."""
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        err.print(
+            "stopping: writing the files already embedded (Ctrl-C again to quit at once)",
+            highlight=False,
+        )
+
+    if threading.current_thread() is not threading.main_thread():
+        return stop, lambda: None  # only the main thread receives signals
+    previous = signal.signal(signal.SIGINT, on_sigint)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return stop, restore
 
 
 def progress_line(event: IngestProgress) -> str:

@@ -6,6 +6,7 @@ each can be passed in, so tests and applications can swap a store or embedder.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +201,7 @@ class Ragline:
         title: str | None = None,
         max_pages: int | None = None,
         max_depth: int | None = None,
+        stop: threading.Event | None = None,
     ) -> IngestReport:
         """Sync ``path`` (a folder, a file, or an http(s) URL) into the index; the
         report is also saved as JSON.
@@ -208,11 +210,13 @@ class Ragline:
         crawled (:mod:`ragline.ingest.web`) within ``max_pages`` fetches and
         ``max_depth`` links (default: the ``web_*`` settings). One ingest runs at a
         time per index folder: another one's raises
-        :class:`~ragline.ingest.lock.IngestLockedError` at once, naming its pid."""
+        :class:`~ragline.ingest.lock.IngestLockedError` at once, naming its pid.
+        ``stop`` (set by a Ctrl-C) ends the run early, keeping the files whose
+        chunks are embedded (see :class:`~ragline.ingest.sync.Indexer`)."""
         from ragline.ingest.lock import ingest_lock
 
         with ingest_lock(self.settings.index_dir):
-            return self._ingest(path, tenant, chunker, progress, title, max_pages, max_depth)
+            return self._ingest(path, tenant, chunker, progress, title, max_pages, max_depth, stop)
 
     def _ingest(
         self,
@@ -223,6 +227,7 @@ class Ragline:
         title: str | None,
         max_pages: int | None,
         max_depth: int | None,
+        stop: threading.Event | None = None,
     ) -> IngestReport:
         from ragline.ingest.sync import Indexer
         from ragline.ingest.web import PageCache, ingest_web, is_url
@@ -235,7 +240,12 @@ class Ragline:
         auto = settings.embedder == AUTO and not self._embedder_pinned
         choose = self._choose_embedder if auto else None
         indexer = Indexer(
-            self.store, embedder, settings, make_chunker(settings, counter), choose=choose
+            self.store,
+            embedder,
+            settings,
+            make_chunker(settings, counter),
+            choose=choose,
+            stop=stop,
         )
         if isinstance(path, str) and is_url(path):
             cache = PageCache(settings.index_dir)
