@@ -23,6 +23,7 @@ import random
 import re
 import resource
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -255,6 +256,7 @@ def main() -> None:
             lines += ["| cumulative ms | module |", "|---|---|"]
             for us, mod in importtime_top(tree, code, env, 12):
                 lines.append(f"| {us / 1000:.0f} | `{mod.strip()}` |")
+    shutil.rmtree(work, ignore_errors=True)
     emit("\n".join(lines) + "\n", a.out)
 
 
