@@ -20,6 +20,38 @@ from typing import TYPE_CHECKING, Any
 # ragline imports onnxruntime, and inherited by every process ragline starts.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+
+def _defer_lance_rest_client() -> None:
+    """Register LanceDB's REST namespace client (lance-namespace-urllib3-client) as a
+    package whose ``__init__`` runs on first use of one of its own names.
+
+    ``import lancedb`` imports its models, and with them the package's ``__init__``,
+    which imports every REST API class: 2.1 of lancedb's 3.1 CPU-s at import (issue
+    26: a cold ``ragline search`` paid it). ragline opens local folders only, which
+    never use those classes; the models (a submodule) still import as usual."""
+    import importlib.util
+    import sys
+
+    name = "lance_namespace_urllib3_client"
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+
+    def load_rest_client(attr: str) -> Any:
+        del vars(module)["__getattr__"]
+        loader.exec_module(module)
+        return getattr(module, attr)
+
+    vars(module)["__getattr__"] = load_rest_client
+    sys.modules[name] = module
+
+
+_defer_lance_rest_client()
+
 if TYPE_CHECKING:
     from ragline.aio import AsyncRagline
     from ragline.answer.answerer import SearchFn

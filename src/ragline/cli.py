@@ -2,41 +2,37 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn
 from typer.core import TyperGroup
 
 from ragline import logs
-from ragline.answer.answerer import SearchOptions
-from ragline.answer.i18n import llm_failure
-from ragline.engine import Ragline, parse_filter
 from ragline.errors import RaglineError
 from ragline.eval.cli import eval_command
-from ragline.ingest.ignore import IgnoreFileError
-from ragline.ingest.lock import IngestLockedError
-from ragline.ingest.report import IngestReport
-from ragline.ingest.sync import IngestProgress
-from ragline.ingest.web import is_url
 from ragline.mcp.cli import mcp_command
-from ragline.retrieve.retriever import SearchMode
 from ragline.serve.cli import serve as serve_command
 from ragline.serve.keys_cli import keys_app
-from ragline.settings import ChunkerName, GeneratorName, Settings, invalid_setting
-from ragline.store.base import StoreError
-from ragline.store.factory import missing_index
-from ragline.tables import fit_table, fit_tail, pairs_table
-from ragline.types import Answer, SearchResult
+
+# Only what the commands' signatures need is imported here: `ragline --help` (and
+# every command's start) must not load numpy, LanceDB, onnxruntime or pydantic's
+# settings. Each command imports the engine and what else it uses itself.
+if TYPE_CHECKING:
+    from ragline.answer.answerer import SearchOptions
+    from ragline.engine import Ragline
+    from ragline.ingest.report import IngestReport
+    from ragline.ingest.sync import IngestProgress
+    from ragline.settings import ChunkerName
+    from ragline.types import Answer, SearchResult
 
 
 class _OneLineErrors(TyperGroup):
@@ -47,10 +43,16 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
             return super().invoke(ctx)
-        except (RaglineError, ValidationError) as e:
-            if ctx.params.get("debug"):
+        except Exception as e:
+            # a bad setting raised pydantic's error, so pydantic is loaded by then;
+            # --help and typer.Exit need not import it to be told apart
+            pydantic = sys.modules.get("pydantic")
+            invalid = pydantic is not None and isinstance(e, pydantic.ValidationError)
+            if not (invalid or isinstance(e, RaglineError)) or ctx.params.get("debug"):
                 raise
-            message = invalid_setting(e) if isinstance(e, ValidationError) else str(e)
+            from ragline.settings import invalid_setting
+
+            message = invalid_setting(e) if invalid else str(e)  # type: ignore[arg-type]
             raise _fail(f"{escape(message)} (--debug shows the traceback)") from None
 
 
@@ -59,6 +61,9 @@ app = typer.Typer(
     help="ragline: grounded, cited answers over a folder of documents.",
     no_args_is_help=True,
     add_completion=False,
+    # click's plain help: typer's rich panels import rich.markdown and markdown-it,
+    # a third of a CPU-second more for every `--help`
+    rich_markup_mode=None,
 )
 out = Console()
 err = Console(stderr=True)
@@ -76,8 +81,10 @@ def _options(
     ] = False,
 ) -> None:
     """ragline: grounded, cited answers over a folder of documents."""
-    with contextlib.suppress(ValidationError):  # the command itself reports a bad setting
-        logs.configure(Settings().log_format)
+    # RAGLINE_LOG_FORMAT from the environment, not through Settings: building those
+    # here would load pydantic for every `--help`. Commands that build Settings apply
+    # the setting (a .env file included) again in `_engine`.
+    logs.configure(os.environ.get("RAGLINE_LOG_FORMAT", "text").strip().lower())
 
 
 IndexOpt = Annotated[
@@ -108,6 +115,11 @@ ExpandOpt = Annotated[
 
 
 def _engine(index: Path | None, **overrides: Any) -> Ragline:
+    from pydantic import ValidationError
+
+    from ragline.engine import Ragline
+    from ragline.settings import Settings, invalid_setting
+
     update = {k: v for k, v in overrides.items() if v is not None}
     if index is not None:
         update["index_dir"] = index
@@ -115,6 +127,7 @@ def _engine(index: Path | None, **overrides: Any) -> Ragline:
         settings = Settings(**update)
     except ValidationError as e:
         raise _fail(invalid_setting(e)) from None
+    logs.configure(settings.log_format)  # a .env file's RAGLINE_LOG_FORMAT too
     return Ragline(settings)
 
 
@@ -122,6 +135,9 @@ def _existing(index: Path | None, **overrides: Any) -> Ragline:
     """:func:`_engine` for a command that reads an index: exit 2 with one line naming
     where ragline looked and how to make one, instead of creating an empty index
     there and answering as if the documents held nothing."""
+    from ragline.store.base import StoreError
+    from ragline.store.factory import missing_index
+
     rag = _engine(index, **overrides)
     try:
         folder = missing_index(rag.settings)
@@ -152,15 +168,18 @@ def _search_options(
     mode: str | None, filters: list[str] | None, top_k: int | None, expand: int | None
 ) -> SearchOptions:
     """The retrieval options `search` and `ask` share, checked: a bad one exits with 2."""
+    from ragline.engine import parse_filter
+    from ragline.retrieve.retriever import SearchMode
+
     if mode is not None and mode not in get_args(SearchMode):
         raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
     try:
         parsed = dict(parse_filter(f) for f in filters or [])
     except ValueError as e:
         raise _fail(str(e)) from None
-    return SearchOptions(
-        mode=cast("SearchMode | None", mode), top_k=top_k, filters=parsed, expand=expand
-    )
+    # a TypedDict is a dict: built as one, so a search does not import the answerer
+    options = {"mode": mode, "top_k": top_k, "filters": parsed, "expand": expand}
+    return cast("SearchOptions", options)
 
 
 @app.command()
@@ -206,12 +225,21 @@ def ingest(
     """
     if chunker not in (None, "section", "recursive"):
         raise _fail(f"--chunker must be 'section' or 'recursive', not {chunker!r}")
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from ragline.ingest.ignore import IgnoreFileError
+    from ragline.ingest.lock import IngestLockedError
+    from ragline.ingest.web import is_url
+    from ragline.store.base import StoreError
+    from ragline.tables import fit_tail
+
     path: str | Path = target if is_url(target) else Path(target)
     # one that exists but cannot be read is a failed file, not a usage error
     if isinstance(path, Path) and not os.path.lexists(path):
         raise _fail(f"{path}: no such file or folder")
     rag = _engine(index, tenant=tenant, **_with_excludes(index, exclude))
     chunker_name: ChunkerName | None = chunker  # type: ignore[assignment]
+    stop, restore = _stop_on_ctrl_c()
     try:
         # Counts and times keep their width; the file name gets what is left of
         # the line, cut at its start.
@@ -245,17 +273,57 @@ def ingest(
                 progress=progress,
                 max_pages=max_pages,
                 max_depth=max_depth,
+                stop=stop,
             )
     except (StoreError, FileNotFoundError, IgnoreFileError, IngestLockedError) as e:
         raise _fail(str(e)) from None
     finally:
+        restore()
         rag.close()
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         _print_report(report, rag.reports_dir / "last-ingest.json")
+    if report.interrupted:
+        err.print(
+            f"interrupted: kept {len(report.indexed):,} files ({report.chunks:,} chunks); "
+            f"run `ragline ingest {escape(target)}` again to resume",
+            highlight=False,
+            soft_wrap=True,
+        )
+        # Everything kept is committed and the report saved; the embedding call
+        # abandoned by the stop may still be running in its thread, and a normal exit
+        # would wait for it (up to a minute on a loaded machine).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     if report.failed:
         raise typer.Exit(1)
+
+
+def _stop_on_ctrl_c() -> tuple[threading.Event, Callable[[], None]]:
+    """An event the first Ctrl-C sets, so the ingest stops at its next step and keeps
+    what is embedded; a second Ctrl-C quits at once (KeyboardInterrupt). Also the
+    call that puts the previous handler back."""
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        err.print(
+            "stopping: writing the files already embedded (Ctrl-C again to quit at once)",
+            highlight=False,
+        )
+
+    if threading.current_thread() is not threading.main_thread():
+        return stop, lambda: None  # only the main thread receives signals
+    previous = signal.signal(signal.SIGINT, on_sigint)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return stop, restore
 
 
 def progress_line(event: IngestProgress) -> str:
@@ -277,6 +345,8 @@ def progress_line(event: IngestProgress) -> str:
 def _print_report(r: IngestReport, saved: Path) -> None:
     """The run's counts one per line (a row of ten columns does not fit 80
     columns), then the chapters; every figure printed whole at any width."""
+    from ragline.tables import fit_table, pairs_table
+
     out.print(f"[bold]ingest[/] {escape(r.root)}", highlight=False, soft_wrap=True)
     out.print(f"[dim]tenant {r.tenant}, {r.chunker} chunker, {r.model}[/]", highlight=False)
     if r.model_choice:
@@ -338,6 +408,8 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
+    from ragline.store.base import StoreError
+
     options = _search_options(mode, filters, top_k, expand)
     rag = _existing(index, tenant=tenant)
     try:
@@ -406,6 +478,10 @@ def ask(
     refused the request (LLM_BASE_URL; the passages are quoted instead), 2 on a
     usage or store error.
     """
+    from ragline.answer.i18n import llm_failure
+    from ragline.settings import GeneratorName
+    from ragline.store.base import StoreError
+
     options = _search_options(mode, filters, top_k, expand)
     if generator not in (None, *get_args(GeneratorName)):
         names = ", ".join(get_args(GeneratorName))
@@ -503,6 +579,8 @@ def _print_answer_details(answer: Answer) -> None:
 @app.command()
 def reindex(index: IndexOpt = None) -> None:
     """Re-embed every stored chunk with the configured model (no re-parsing)."""
+    from ragline.store.base import StoreError
+
     rag = _existing(index)
     try:
         n = rag.reindex()
@@ -550,6 +628,7 @@ def migrate(
 
     Exit status: 0 when verified, 1 when the copy differs, 2 on a usage or store error.
     """
+    from ragline.store.base import StoreError
     from ragline.store.migrate import migrate_to_url
 
     settings = _existing(index).settings
@@ -619,6 +698,7 @@ def bench(
         rich_tables,
         run_bench,
     )
+    from ragline.store.base import StoreError
 
     command = "ragline " + " ".join(sys.argv[1:])
 
@@ -694,6 +774,8 @@ def watch(
     """
     from datetime import datetime
 
+    from ragline.ingest.ignore import IgnoreFileError
+    from ragline.store.base import StoreError
     from ragline.watch import SyncEvent, watch_folder
 
     if not path.is_dir():
@@ -743,6 +825,7 @@ def stats(
     log of `ragline serve`."""
     from ragline.serve.querylog import QueryLogError, make_query_log, sqlite_path
     from ragline.serve.stats import summarize
+    from ragline.tables import fit_table
 
     settings = _engine(index, tenant=tenant).settings
     db = sqlite_path(settings) if settings.query_log_enabled else None

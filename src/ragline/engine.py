@@ -6,16 +6,12 @@ each can be passed in, so tests and applications can swap a store or embedder.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from ragline.answer.answerer import Answerer, HistoryInput, Parts, SearchFn, SearchOptions
-from ragline.answer.embedding_cache import EmbeddingCache
-from ragline.answer.generators import Generator, make_generator
-from ragline.answer.rewriters import make_expander, make_rewriter
-from ragline.answer.suggestions import corpus_topics
 from ragline.embed.base import Embedder
 from ragline.embed.choice import (
     AUTO,
@@ -27,17 +23,22 @@ from ragline.embed.choice import (
 )
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
-from ragline.ingest.chunk import CappedChunker, Chunker, RecursiveChunker, SectionChunker
-from ragline.ingest.lock import ingest_lock
-from ragline.ingest.report import IngestReport
-from ragline.ingest.sync import Indexer, ProgressCallback
-from ragline.ingest.web import PageCache, ingest_web, is_url
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import ChunkerName, Settings
 from ragline.store.base import Store, check_model, chunk_problem
 from ragline.store.factory import make_store
 from ragline.types import Answer, Scalar, SearchResult, StreamEvent
+
+# The answer pipeline and the ingest pipeline are imported by the calls that use them:
+# a search (a cold `ragline search`, issue 26) loads neither the generators nor the
+# parsers.
+if TYPE_CHECKING:
+    from ragline.answer.answerer import Answerer, HistoryInput, SearchFn, SearchOptions
+    from ragline.answer.generators import Generator
+    from ragline.ingest.chunk import Chunker
+    from ragline.ingest.report import IngestReport
+    from ragline.ingest.sync import ProgressCallback
 
 #: Column types for filters typed on a command line (everything else is a string).
 BOOL_FIELDS = frozenset({"has_code", "has_equations"})
@@ -70,6 +71,8 @@ def make_chunker(
     settings: Settings, count_tokens: TokenCounter, name: ChunkerName | None = None
 ) -> Chunker:
     """The configured chunker, capped at ``chunk_max_chars`` characters a chunk."""
+    from ragline.ingest.chunk import CappedChunker, RecursiveChunker, SectionChunker
+
     inner: Chunker
     if (name or settings.chunker) == "recursive":
         inner = RecursiveChunker(
@@ -198,6 +201,7 @@ class Ragline:
         title: str | None = None,
         max_pages: int | None = None,
         max_depth: int | None = None,
+        stop: threading.Event | None = None,
     ) -> IngestReport:
         """Sync ``path`` (a folder, a file, or an http(s) URL) into the index; the
         report is also saved as JSON.
@@ -206,9 +210,13 @@ class Ragline:
         crawled (:mod:`ragline.ingest.web`) within ``max_pages`` fetches and
         ``max_depth`` links (default: the ``web_*`` settings). One ingest runs at a
         time per index folder: another one's raises
-        :class:`~ragline.ingest.lock.IngestLockedError` at once, naming its pid."""
+        :class:`~ragline.ingest.lock.IngestLockedError` at once, naming its pid.
+        ``stop`` (set by a Ctrl-C) ends the run early, keeping the files whose
+        chunks are embedded (see :class:`~ragline.ingest.sync.Indexer`)."""
+        from ragline.ingest.lock import ingest_lock
+
         with ingest_lock(self.settings.index_dir):
-            return self._ingest(path, tenant, chunker, progress, title, max_pages, max_depth)
+            return self._ingest(path, tenant, chunker, progress, title, max_pages, max_depth, stop)
 
     def _ingest(
         self,
@@ -219,7 +227,11 @@ class Ragline:
         title: str | None,
         max_pages: int | None,
         max_depth: int | None,
+        stop: threading.Event | None = None,
     ) -> IngestReport:
+        from ragline.ingest.sync import Indexer
+        from ragline.ingest.web import PageCache, ingest_web, is_url
+
         counter = TokenCounter()
         embedder = self.embedder  # resolves auto from the index's model, if it has one
         settings = self.settings
@@ -228,7 +240,12 @@ class Ragline:
         auto = settings.embedder == AUTO and not self._embedder_pinned
         choose = self._choose_embedder if auto else None
         indexer = Indexer(
-            self.store, embedder, settings, make_chunker(settings, counter), choose=choose
+            self.store,
+            embedder,
+            settings,
+            make_chunker(settings, counter),
+            choose=choose,
+            stop=stop,
         )
         if isinstance(path, str) and is_url(path):
             cache = PageCache(settings.index_dir)
@@ -264,6 +281,11 @@ class Ragline:
         unless one was passed in). The only place an :class:`Answerer` is built: a call
         that differs passes :class:`AnswerHooks` to :meth:`ask`/:meth:`ask_stream`."""
         if self._answerer is None:
+            from ragline.answer.answerer import Answerer
+            from ragline.answer.embedding_cache import EmbeddingCache
+            from ragline.answer.generators import make_generator
+            from ragline.answer.rewriters import make_expander, make_rewriter
+
             cache = EmbeddingCache(self.embedder)
             generator = self._generator or make_generator(self.settings, cache.vectors)
             self._answerer = Answerer(
@@ -280,6 +302,8 @@ class Ragline:
 
     def _topics(self, tenant: str) -> Callable[[], list[str]]:
         """What ``tenant``'s documents cover, for the fallback (read when it is given)."""
+        from ragline.answer.suggestions import corpus_topics
+
         return lambda: corpus_topics(self.store.documents(tenant))
 
     def answerer_for(self, hooks: AnswerHooks | None = None) -> Answerer:
@@ -287,6 +311,9 @@ class Ragline:
         base = self.answerer
         if hooks is None:
             return base
+        from ragline.answer.answerer import Parts
+        from ragline.answer.rewriters import make_expander, make_rewriter
+
         parts: Parts = {}
         if hooks.search is not None:
             parts["search"] = hooks.search

@@ -200,6 +200,13 @@ class Settings(BaseSettings):
     ingest_store_backoff_s: float = Field(
         1.0, ge=0, le=60, description="Ingest: wait before the first write retry (doubles after)."
     )
+    ingest_embed_call_chunks: int = Field(
+        0,
+        ge=0,
+        le=100_000,
+        description="Ingest: chunks per embedding call; a Ctrl-C abandons at most one "
+        "call's work. 0 = embed_batch_size x embed_threads (every core's batch at once).",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

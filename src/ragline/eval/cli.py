@@ -13,46 +13,21 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from ragline.embed.factory import make_embedder
-from ragline.eval.answers import (
-    AnswersReport,
-    ClaimsData,
-    load_claims,
-    load_questions,
-)
-from ragline.eval.answers_run import run_answers
-from ragline.eval.beir import BeirDataset, BeirDocument, DatasetError, load_beir
-from ragline.eval.index import EvalIndex, indexed_text, open_eval_index
-from ragline.eval.report import (
-    answers_markdown,
-    answers_table,
-    retrieval_markdown,
-    retrieval_table,
-)
-from ragline.eval.runs import (
-    RetrievalReport,
-    default_mode,
-    parse_modes,
-    retrieval_settings,
-    run_retrieval,
-)
-from ragline.settings import Settings, invalid_setting
-from ragline.store.base import StoreError
+# The work's modules are imported when `eval` runs: `ragline --help` stays light.
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from ragline.eval.answers import AnswersReport, ClaimsData
+    from ragline.eval.beir import BeirDataset, BeirDocument
+    from ragline.eval.index import EvalIndex
+    from ragline.eval.runs import RetrievalReport
+    from ragline.settings import Settings
 
 out = Console()
 err = Console(stderr=True)
@@ -64,6 +39,10 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _settings(cache_dir: Path | None) -> Settings:
+    from pydantic import ValidationError
+
+    from ragline.settings import Settings, invalid_setting
+
     try:
         s = Settings()
     except ValidationError as e:
@@ -82,6 +61,15 @@ def _pick_split(root: Path, split: str | None) -> str:
 
 
 def _progress(enabled: bool) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     return Progress(
         TextColumn("[bold]{task.description}[/]"),
         BarColumn(),
@@ -109,6 +97,9 @@ def _open_index(
     settings: Settings,
     rebuild: bool,
 ) -> EvalIndex:
+    from ragline.embed.factory import make_embedder
+    from ragline.eval.index import open_eval_index
+
     task = bar.add_task("index", total=len(corpus))
 
     def on_index(done: int, total: int) -> None:
@@ -145,6 +136,8 @@ def _run_retrieval(
     rebuild: bool,
     show: bool,
 ) -> RetrievalReport:
+    from ragline.eval.runs import RetrievalReport, default_mode, retrieval_settings, run_retrieval
+
     started = time.perf_counter()
     queries = _limited(dataset.queries, limit)
     with _progress(show) as bar:
@@ -200,7 +193,7 @@ def _claims_corpus(
 ) -> tuple[list[BeirDocument], str, str]:
     """The corpus to index for the claims: DATASET_DIR's corpus.jsonl, else the one
     beside the claims folder (so the retrieval index is reused), else the abstracts."""
-    from ragline.eval.beir import load_corpus
+    from ragline.eval.beir import DatasetError, load_corpus
 
     for root in (dataset_dir, claims_dir.parent):
         if root is not None and (root / "corpus.jsonl").is_file():
@@ -230,6 +223,11 @@ def _run_answers(
     rebuild: bool,
     show: bool,
 ) -> AnswersReport:
+    from ragline.eval.answers import AnswersReport, load_claims, load_questions
+    from ragline.eval.answers_run import run_answers
+    from ragline.eval.index import indexed_text
+    from ragline.eval.runs import default_mode
+
     started = time.perf_counter()
     data = load_claims(claims_dir, split)
     questions = load_questions(out_of_scope)
@@ -328,6 +326,16 @@ def eval_command(
 ) -> None:
     """Measure retrieval (nDCG@10, MRR@10, Recall@10/100, P@5, latency) per mode on a
     BEIR dataset, or, with --answers, citation precision/recall and fallback rates."""
+    from ragline.eval.beir import DatasetError, load_beir
+    from ragline.eval.report import (
+        answers_markdown,
+        answers_table,
+        retrieval_markdown,
+        retrieval_table,
+    )
+    from ragline.eval.runs import parse_modes
+    from ragline.store.base import StoreError
+
     settings = _settings(cache_dir)
     # The command as typed when run as `ragline eval …` (not when called in-process).
     argv = sys.argv[2:] if sys.argv[1:2] == ["eval"] else []

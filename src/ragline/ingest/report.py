@@ -58,6 +58,9 @@ class IngestReport:
     orphans_removed: list[str] = field(default_factory=list)
     #: RAGLINE_EMBEDDER=auto on a new index: which model was chosen and why (else "")
     model_choice: str = ""
+    #: stopped early (Ctrl-C): the files in ``indexed`` are written, the rest are left
+    #: for the next run; nothing was deleted
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:

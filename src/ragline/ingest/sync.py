@@ -27,6 +27,8 @@ How a run stays cheap and safe:
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -201,6 +203,10 @@ def _hash_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class _Stopped(Exception):
+    """The run was asked to stop (Ctrl-C) while an embedding call was running."""
+
+
 @dataclass(slots=True)
 class _Pending:
     record: DocumentRecord
@@ -242,8 +248,14 @@ class Indexer:
         chunker: Chunker,
         *,
         choose: ChooseEmbedder | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
+        """``stop``, once set (the command line's Ctrl-C), ends the run early: the
+        embedding call under way is abandoned, the files whose chunks are all
+        embedded are written, the others are left for the next run, and the
+        report says ``interrupted``."""
         self.store = store
+        self.stop = stop
         self.embedder = embedder
         self.settings = settings
         self.chunker = chunker
@@ -343,6 +355,8 @@ class Indexer:
         pending: list[_Pending] = []
         pending_new = 0
         for state in plan.to_index:
+            if self._stopping():
+                break
             rel = state.path.relative_to(base).as_posix()
             known = memory.recall(state.source, state.file_hash, limits)
             if known is not None:  # failed before with this very content: not parsed again
@@ -432,6 +446,8 @@ class Indexer:
         pending: list[_Pending] = []
         pending_new = 0
         for d in docs:
+            if self._stopping():
+                break
             rec = indexed.get(d.source)
             if rec is not None and rec.file_hash == d.content_hash:
                 kept.append(rec)
@@ -474,14 +490,19 @@ class Indexer:
         tenant: str,
         started: float,
     ) -> IngestReport:
-        """Delete what is gone, optimise after changes, count what the index holds."""
+        """Delete what is gone, optimise after changes, count what the index holds.
+        An interrupted run does neither: what it wrote is searchable as it is, and
+        the next run deletes and optimises."""
+        if self._stopping():
+            report.interrupted = True
+            to_delete, names = [], []
         t0 = time.perf_counter()
         for rec, name in zip(to_delete, names, strict=True):
             self.store.delete_document(rec.doc_id)
             report.deleted.append(name)
         report.add_stage("delete", time.perf_counter() - t0)
 
-        if report.indexed or report.deleted or report.orphans_removed:
+        if not report.interrupted and (report.indexed or report.deleted or report.orphans_removed):
             t0 = time.perf_counter()
             self.store.optimize()
             report.add_stage("optimize", time.perf_counter() - t0)
@@ -743,7 +764,16 @@ class Indexer:
         chunks. Returns the ids of the files that failed."""
         todo = [(p, i) for p in group for i, v in enumerate(p.vectors) if v is None]
         run = _EmbedRun()
-        self._embed_halving(todo, run)
+        size = self._call_chunks()
+        try:
+            for start in range(0, len(todo), size):
+                if self._stopping():
+                    raise _Stopped
+                self._embed_halving(todo[start : start + size], run)
+        except _Stopped:
+            # left whole for the next run, neither written nor failed: the files
+            # embedded completely are written by the caller
+            return {id(p) for p in group if any(v is None for v in p.vectors)}
         failed: set[int] = set()
         for p in group:
             lost = [i for i, v in enumerate(p.vectors) if v is None]
@@ -804,7 +834,17 @@ class Indexer:
         limit = self.settings.embed_timeout_per_100_s * max(1, -(-len(texts) // 100))
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragline-embed")
         try:
-            vecs = pool.submit(self.embedder.embed_documents, texts).result(timeout=limit)
+            future = pool.submit(self.embedder.embed_documents, texts)
+            deadline = time.monotonic() + limit
+            while True:  # waited for in steps, so a stop is seen within one
+                if self._stopping():
+                    raise _Stopped
+                try:
+                    vecs = future.result(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+                    break
+                except FutureTimeout:
+                    if time.monotonic() >= deadline:
+                        raise
         except FutureTimeout:
             raise EmbeddingError(
                 f"no vectors for {len(texts)} chunks within {limit:.0f} s "
@@ -820,6 +860,16 @@ class Indexer:
         if not np.isfinite(vecs).all():
             raise EmbeddingError("the model returned NaN or infinite values")
         return vecs
+
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def _call_chunks(self) -> int:
+        """Chunks per embedding call: a stop abandons at most one call's work."""
+        configured = self.settings.ingest_embed_call_chunks
+        if configured:
+            return configured
+        return self.settings.embed_batch_size * (self.settings.embed_threads or os.cpu_count() or 1)
 
     @staticmethod
     def _count_chapter(report: IngestReport, chapter: str, chunks: int, tokens: int) -> None:

@@ -8,18 +8,23 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from ragline import logs
-from ragline.settings import Settings
+
+if TYPE_CHECKING:  # imported when `serve` runs: `ragline --help` stays light
+    from ragline.settings import Settings
 
 
 def settings_or_exit(update: dict[str, object]) -> Settings:
     """Settings from the environment with the command line's choices on top; an
     invalid one is a usage error (exit 2) naming the setting."""
+    from pydantic import ValidationError
+
+    from ragline.settings import Settings
+
     try:
         return Settings(**update)  # type: ignore[arg-type]
     except ValidationError as e:
@@ -179,6 +184,7 @@ def shared_rate_limit_backend(settings: Settings) -> str:
 def app_from_env() -> object:
     """The app of one worker process (``uvicorn --factory``), from the environment."""
     from ragline.serve.app import create_app
+    from ragline.settings import Settings
 
     settings = Settings()
     logs.configure(settings.log_format)

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from ragline.serve.auth import KeyStore
-from ragline.settings import Settings, invalid_setting
-from ragline.tables import fit_table
+if TYPE_CHECKING:  # imported when a command runs: `ragline --help` stays light
+    from ragline.serve.auth import KeyStore
 
 keys_app = typer.Typer(
     help="API keys of the HTTP service (used when RAGLINE_API_KEYS_ENABLED=true).",
@@ -31,6 +29,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 
 def _store(index: Path | None) -> KeyStore:
+    from pydantic import ValidationError
+
+    from ragline.serve.auth import KeyStore
+    from ragline.settings import Settings, invalid_setting
+
     try:
         settings = Settings(index_dir=index) if index is not None else Settings()
         return KeyStore(settings)
@@ -98,6 +101,8 @@ def list_keys(
         for k in keys
     ]
     headers = ["key id", "tenant", "name", "created", "status"]
+    from ragline.tables import fit_table
+
     _out.print(fit_table(None, headers, rows, _out.width), highlight=False)
 
 

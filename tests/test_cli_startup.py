@@ -1,0 +1,112 @@
+"""Start-up of the command line: `ragline --help` and `import ragline.cli` load only
+the CLI's own light modules; the engine, the model runtime and the store are
+imported by the command that needs them (issue 26: `--help` took 1.2–1.7 CPU-s)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+#: Modules a command line that only parses its arguments must not import.
+HEAVY = (
+    "numpy",
+    "pyarrow",
+    "lancedb",
+    "onnxruntime",
+    "tokenizers",
+    "pydantic_settings",
+    "httpx",
+    "bs4",
+    "pypdf",
+    "markdown_it",
+    "ragline.engine",
+    "ragline.settings",
+    "ragline.store",
+    "ragline.embed",
+    "ragline.ingest",
+    "ragline.answer",
+    "ragline.retrieve",
+    "ragline.reader",
+)
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+def test_import_cli_loads_no_heavy_module() -> None:
+    modules = _loaded_after("import ragline.cli")
+    assert "ragline.cli" in modules and "typer" in modules
+    assert _heavy(modules) == []
+
+
+def test_help_loads_no_heavy_module() -> None:
+    code = (
+        "import contextlib, io\n"
+        "from ragline.cli import app\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as shown:\n"
+        "    try:\n"
+        "        app(['--help'])\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, e.code\n"
+        "assert 'ingest' in shown.getvalue() and 'search' in shown.getvalue()"
+    )
+    assert _heavy(_loaded_after(code)) == []
+
+
+def test_subcommand_help_loads_no_engine() -> None:
+    """`ragline search --help` parses options (typer checks them with pydantic) but
+    never reaches the engine, the store or the model."""
+    code = (
+        "import contextlib, io\n"
+        "from ragline.cli import app\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as shown:\n"
+        "    try:\n"
+        "        app(['search', '--help'])\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, e.code\n"
+        "assert '--top-k' in shown.getvalue()"
+    )
+    typer_own = ("pydantic", "pydantic_core")  # typer's coercion, not ragline's
+    heavy = [m for m in _heavy(_loaded_after(code)) if m.split(".")[0] not in typer_own]
+    assert heavy == []
+
+
+def test_search_path_loads_neither_pipeline_nor_rest_client() -> None:
+    """What a cold `ragline search` imports: the engine and the LanceDB store, but not
+    the answer pipeline (generators, HTTP clients), the ingest pipeline (parsers),
+    nor LanceDB's REST namespace client (2 CPU-s of pydantic models at import)."""
+    modules = _loaded_after(
+        "import ragline.engine, ragline.store.lance, ragline.retrieve.retriever"
+    )
+    assert "lancedb" in modules
+    unwanted = ("ragline.answer.generators", "ragline.ingest.sync", "ragline.ingest.parse")
+    assert sorted(m for m in modules if m.startswith(unwanted)) == []
+    assert [m for m in modules if m.startswith("lance_namespace_urllib3_client.api.")] == []
+
+
+def test_deferred_rest_client_still_imports_whole() -> None:
+    """The REST client deferred by ``ragline/__init__`` loads on its first use."""
+    modules = _loaded_after(
+        "import ragline.store.lance\n"
+        "from lance_namespace_urllib3_client import ApiClient, TableApi\n"
+        "import lance_namespace_urllib3_client as client\n"
+        "assert client.__version__ and ApiClient.__name__ == 'ApiClient'"
+    )
+    assert "lance_namespace_urllib3_client.api.table_api" in modules
