@@ -200,6 +200,11 @@ class Settings(BaseSettings):
     ingest_store_backoff_s: float = Field(
         1.0, ge=0, le=60, description="Ingest: wait before the first write retry (doubles after)."
     )
+    ingest_repair_malformed: bool = Field(
+        True,
+        description="Ingest: read every stored chunk first and index again the files of "
+        "those found malformed (a missing or wrong-typed field), though unchanged.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(
