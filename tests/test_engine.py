@@ -78,3 +78,30 @@ def test_a_search_hook_gets_the_rewritten_follow_up(tmp_path: Path, embedder: Em
     assert answer.fallback and answer.query_rewrite == "carry-over"
     assert searched == [answer.search_query] and "foghorn" in answer.search_query
     assert [r.query for r in retrieved] == searched
+
+
+def test_ingest_cuts_chunks_to_the_embedders_window(
+    tmp_path: Path, make_rag: Any, embedder: Embedder
+) -> None:
+    """Issue 28: a code block of ~1,000 tokens was one chunk whose tail MiniLM never
+    read. Every stored chunk's embedded text now fits the embedder's window."""
+    lines = "\n".join(f"result_{i} = transform(batch_{i}, scale={i})" for i in range(90))
+    prose = " ".join(f"Sentence {i} explains the training loop." for i in range(60))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "loop.md").write_text(
+        f"# Training loops\n\n{prose}\n\n## The code\n\n```python\n{lines}\n```\n",
+        encoding="utf-8",
+    )
+    rag = make_rag()
+    rag.ingest(docs)
+    chunks = [c for batch, _ in rag.store.iter_chunks() for c in batch]
+    assert len(chunks) >= 5
+    assert embedder.window_tokens == 254
+    for c in chunks:
+        assert embedder.count_tokens(c.embed_text) <= embedder.window_tokens, c.text[:60]
+    code = [c for c in chunks if c.has_code]
+    assert len(code) >= 4 and all(c.text.startswith("```python\n") for c in code)
+    # the last line of code is embedded, so vector search alone finds its chunk
+    hits = rag.search("result_89 = transform(batch_89, scale=89)", mode="vector").hits
+    assert "result_89 = transform" in hits[0].chunk.text

@@ -67,10 +67,26 @@ def parse_filter(expr: str) -> tuple[str, Scalar]:
     return key, value
 
 
+def chunk_window(settings: Settings, embedder: Embedder) -> int | None:
+    """What no section chunk's embedded text may pass: the embedder's window, with
+    ``chunk_fit_model`` (None without: the user accepts a truncated tail). An
+    embedder written before ``window_tokens`` existed reads ``embed_max_tokens``
+    less [CLS] and [SEP]."""
+    if not settings.chunk_fit_model:
+        return None
+    window = getattr(embedder, "window_tokens", None)
+    return int(window) if window is not None else settings.embed_max_tokens - 2
+
+
 def make_chunker(
-    settings: Settings, count_tokens: TokenCounter, name: ChunkerName | None = None
+    settings: Settings,
+    count_tokens: TokenCounter,
+    name: ChunkerName | None = None,
+    *,
+    window: int | None = None,
 ) -> Chunker:
-    """The configured chunker, capped at ``chunk_max_chars`` characters a chunk."""
+    """The configured chunker, capped at ``chunk_max_chars`` characters a chunk;
+    section chunks also at ``window`` tokens (:func:`chunk_window`)."""
     from ragline.ingest.chunk import CappedChunker, RecursiveChunker, SectionChunker
 
     inner: Chunker
@@ -86,6 +102,7 @@ def make_chunker(
             max_tokens=settings.effective_chunk_max_tokens,
             overlap_tokens=settings.chunk_overlap_tokens,
             min_tokens=settings.chunk_min_tokens,
+            window=window,
         )
     return CappedChunker(inner, count_tokens, settings.chunk_max_chars)
 
@@ -239,14 +256,8 @@ class Ragline:
             settings = settings.model_copy(update={"chunker": chunker})
         auto = settings.embedder == AUTO and not self._embedder_pinned
         choose = self._choose_embedder if auto else None
-        indexer = Indexer(
-            self.store,
-            embedder,
-            settings,
-            make_chunker(settings, counter),
-            choose=choose,
-            stop=stop,
-        )
+        chunker_ = make_chunker(settings, counter, window=chunk_window(settings, embedder))
+        indexer = Indexer(self.store, embedder, settings, chunker_, choose=choose, stop=stop)
         if isinstance(path, str) and is_url(path):
             cache = PageCache(settings.index_dir)
             try:

@@ -207,6 +207,11 @@ class Settings(BaseSettings):
         description="Ingest: chunks per embedding call; a Ctrl-C abandons at most one "
         "call's work. 0 = embed_batch_size x embed_threads (every core's batch at once).",
     )
+    ingest_repair_malformed: bool = Field(
+        True,
+        description="Ingest: read every stored chunk first and index again the files of "
+        "those found malformed (a missing or wrong-typed field), though unchanged.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

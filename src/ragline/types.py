@@ -6,6 +6,7 @@ fusion function can be tested (and replaced) without the others.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -121,10 +122,7 @@ class Chunk:
     @property
     def embed_text(self) -> str:
         """What the embedder sees: the heading path gives every chunk its context."""
-        parts = [self.title] if self.title else []
-        parts += [h for h in self.heading_path if h and h != self.title]
-        head = " > ".join(parts)
-        return f"{head}\n{self.text}" if head else self.text
+        return embed_head(self.title, self.heading_path) + self.text
 
 
 @dataclass(slots=True)
@@ -421,3 +419,12 @@ class Fused:
     rank: int
     vector_score: float | None
     keyword_score: float | None
+
+
+def embed_head(title: str, heading_path: Sequence[str]) -> str:
+    """The line the embedder reads before a chunk's text (``Chunk.embed_text``): its
+    title and heading path, so the chunker can leave room for it in the window."""
+    parts = [title] if title else []
+    parts += [h for h in heading_path if h and h != title]
+    head = " > ".join(parts)
+    return f"{head}\n" if head else ""

@@ -76,3 +76,11 @@ def test_token_count_and_fingerprint(e5: E5Embedder, tmp_path: Path) -> None:
             check_model(store, fp)
     finally:
         store.close()
+
+
+def test_window_tokens_fill_the_models_512_positions(e5: E5Embedder) -> None:
+    n = e5.window_tokens
+    texts = (" ".join(["hello"] * k) for k in range(n // 3, n + 1))
+    text = next(t for t in texts if e5.count_tokens(t) >= n)
+    assert e5.count_tokens(text) == n
+    assert e5._load().token_count(text) == 512  # with its specials and "passage: "

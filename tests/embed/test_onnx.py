@@ -330,3 +330,16 @@ def test_plan_query_runs_groups_like_lengths() -> None:
     same = plan_query_runs(np.array([16] * 8, dtype=np.int64), 9.0, 512)
     assert len(same) == 1
     assert plan_query_runs(np.array([], dtype=np.int64), 9.0, 512) == []
+
+
+def test_window_tokens_is_what_the_model_reads(embedder: Embedder) -> None:
+    """Text past ``window_tokens`` is cut off (it changes nothing); text within it counts."""
+    n = embedder.window_tokens
+    assert n == 254  # 256 less [CLS] and [SEP]
+    full = " ".join(["river"] * n)
+    assert embedder.count_tokens(full) == n
+    base, past = embedder.embed_documents([full, full + " volcano eruption"])
+    np.testing.assert_allclose(base, past, atol=1e-6)
+    short = " ".join(["river"] * (n - 2))
+    a, b = embedder.embed_documents([short, short + " volcano eruption"])
+    assert float(a @ b) < 0.9999

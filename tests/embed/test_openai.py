@@ -324,3 +324,10 @@ def test_invalid_arguments() -> None:
         OpenAIEmbedder("http://localhost:8000/v1", "", "")
     with pytest.raises(ValueError, match="batch_size"):
         OpenAIEmbedder("http://localhost:8000/v1", "", "m", batch_size=0)
+
+
+def test_window_tokens_from_max_tokens(server: EmbeddingsServer, sleeps: list[float]) -> None:
+    assert make(server, sleeps, dimension=DIM).window_tokens == 254
+    assert make(server, sleeps, dimension=DIM, max_tokens=8192).window_tokens == 8190
+    with pytest.raises(ValueError, match="max_tokens"):
+        make(server, sleeps, max_tokens=2)

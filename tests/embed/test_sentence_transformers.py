@@ -119,3 +119,7 @@ def test_weight_files_sorted_and_recursive(tmp_path: Path) -> None:
 def test_folder_without_weights(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError, match="no weight files"):
         folder_digest(tmp_path, "empty")
+
+
+def test_window_tokens(st_embedder: SentenceTransformerEmbedder, embedder: Embedder) -> None:
+    assert st_embedder.window_tokens == embedder.window_tokens == 254

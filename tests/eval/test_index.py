@@ -27,6 +27,10 @@ class CountingEmbedder:
     def dimension(self) -> int:
         return self.inner.dimension
 
+    @property
+    def window_tokens(self) -> int:
+        return self.inner.window_tokens
+
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         self.passages += len(texts)
         return self.inner.embed_documents(texts)

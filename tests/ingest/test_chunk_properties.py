@@ -18,7 +18,7 @@ from ragline.ingest.chunk import RecursiveChunker, SectionChunker
 from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.markdown import parse_markdown
 from ragline.ingest.parse.text import parse_text
-from ragline.types import BlockKind, ChunkDraft, ParsedDocument
+from ragline.types import BlockKind, ChunkDraft, ParsedDocument, embed_head
 
 COUNT = TokenCounter()
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -262,3 +262,65 @@ def test_markdown_parser_spans_on_any_input(text: str) -> None:
         covered[b.start : b.end] = b"\x01" * (b.end - b.start)
         prev_end = b.end
     assert all(covered[i] for i, ch in enumerate(doc.body) if not ch.isspace())
+
+
+# -- the embedder's window ------------------------------------------------------------------
+
+WINDOW_CONFIGS = st.sampled_from(
+    [(254, (224, 50, 100)), (126, (96, 20, 40)), (80, (64, 10, 16)), (254, (512, 50, 100))]
+)
+LONG_LINE = st.lists(WORD, min_size=40, max_size=120).map(" ".join)
+
+
+@st.composite
+def long_code(draw: st.DrawFn) -> str:
+    """A fenced code block of up to ~2,000 tokens, some lines longer than a window."""
+    fence = draw(st.sampled_from(["```", "~~~", "```python", "```{.python .input}"]))
+    line = st.one_of(st.lists(CODE_TOKEN, max_size=12).map(" ".join), LONG_LINE)
+    lines = draw(st.lists(line, min_size=1, max_size=120))
+    return "\n".join([fence, *lines, "```" if fence.startswith("`") else "~~~"])
+
+
+WINDOW_BLOCK = st.one_of(heading(), paragraph(), long_code(), table(), md_list(), maths())
+
+
+@st.composite
+def window_doc(draw: st.DrawFn) -> str:
+    blocks = draw(st.lists(WINDOW_BLOCK, min_size=1, max_size=12))
+    return "".join(b + "\n\n" for b in blocks)
+
+
+def fence_of(body: str, doc: ParsedDocument, at: int) -> str | None:
+    """The opening fence line of the fenced code block holding ``at``, if any."""
+    for b in doc.blocks:
+        if b.kind is BlockKind.CODE and b.start < at < b.end:
+            return body[b.start : body.index("\n", b.start) + 1]
+    return None
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(src=window_doc(), config=WINDOW_CONFIGS)
+def test_every_section_chunk_fits_the_embedders_window(
+    src: str, config: tuple[int, tuple[int, int, int]]
+) -> None:
+    """What the embedder reads of every chunk (title and heading path, then the
+    text) fits its window, counted with the real tokenizer; nothing is lost; a
+    later part of a cut code block or table starts with its fence or header."""
+    window, (max_t, overlap, min_t) = config
+    doc = parse_markdown(src, "gen.md")
+    chunks = SectionChunker(
+        COUNT, max_tokens=max_t, overlap_tokens=overlap, min_tokens=min_t, window=window
+    ).chunk(doc)
+    check_common(doc, chunks)
+    body = doc.body
+    for c in chunks:
+        assert c.token_count == COUNT(c.text)
+        head = COUNT(embed_head(doc.title, c.heading_path))
+        assert c.token_count <= max(window - head, window // 2), c.text[:80]
+        if c.prefix_len:
+            fence = fence_of(body, doc, c.start)
+            tables = [t for t in doc.blocks if t.kind is BlockKind.TABLE and t.start < c.start]
+            header = [
+                body[t.start : body.index("\n", body.index("\n", t.start) + 1) + 1] for t in tables
+            ]
+            assert c.text[: c.prefix_len] in ([fence] if fence else header)

@@ -12,7 +12,7 @@ import pytest
 from ragline.embed.tokenizer import TokenCounter
 from ragline.ingest.chunk import SectionChunker
 from ragline.ingest.parse.markdown import parse_markdown
-from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument
+from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument, embed_head
 
 COUNT = TokenCounter()
 SELF_ATTENTION = (
@@ -328,3 +328,70 @@ def test_every_d2l_file_chunks_without_loss(d2l: Path) -> None:
     files = sorted(d2l.rglob("*.md"))
     assert len(files) == 192
     check_corpus_chunks(files, SectionChunker(TokenCounter()), 612)
+
+
+# -- the embedder's window (issue 28: no chunk is partly invisible) -----------------------
+
+
+def fits_window(doc: ParsedDocument, c: ChunkDraft, window: int) -> bool:
+    """What the embedder reads of the chunk (heading line, then text) fits ``window``."""
+    return COUNT(embed_head(doc.title, c.heading_path) + c.text) <= window
+
+
+def test_code_block_larger_than_the_window_is_cut_at_lines_repeating_its_fence() -> None:
+    lines = [f"value_{i} = compute({i}) + offset" for i in range(80)]
+    code = "```python\n" + "\n".join(lines) + "\n```"
+    src = f"# Code\n\n{sentences(12)}\n\n{code}\n\n{sentences(12, 'after')}\n"
+    doc, chunks = chunk(src, max_tokens=200, overlap_tokens=20, min_tokens=20, window=254)
+    assert_no_loss(doc, chunks)
+    parts = [c for c in chunks if c.has_code]
+    assert len(parts) >= 4  # ~1,000 tokens of code in a 254-token window
+    assert parts[0].text.startswith("```python\nvalue_0 =") and parts[0].prefix_len == 0
+    for c in parts[1:]:
+        assert c.text[: c.prefix_len] == "```python\n"
+        assert doc.body[c.start - 1] == "\n"  # a piece starts at a line
+    for c in chunks:
+        assert fits_window(doc, c, 254), c.text[:60]
+    # every line of code is in exactly one piece, whole
+    assert [
+        ln for c in parts for ln in body_of(c, doc).splitlines() if ln.startswith("value_")
+    ] == lines
+
+
+def test_table_row_larger_than_the_window_is_cut_with_the_header_repeated() -> None:
+    header = "| Name | Notes |\n| --- | --- |"
+    big_row = "| big | " + sentences(40) + " |"
+    table = f"{header}\n| small | one |\n{big_row}\n| last | two |"
+    doc, chunks = chunk(
+        f"# T\n\n{table}\n", max_tokens=200, overlap_tokens=0, min_tokens=0, window=126
+    )
+    assert_no_loss(doc, chunks)
+    for c in chunks:
+        assert fits_window(doc, c, 126), c.text[:60]
+        if c.start > doc.body.index(big_row):
+            assert c.text.startswith(header + "\n")
+
+
+def test_merges_stop_at_the_window() -> None:
+    # without a window, the small tail is merged into a full chunk (up to max + min)
+    src = f"# A\n\n{sentences(18)}\n\n{sentences(3, 'tail')}\n"
+    _, unbounded = chunk(src, max_tokens=200, overlap_tokens=0, min_tokens=100)
+    assert max(c.token_count for c in unbounded) > 210
+    doc, chunks = chunk(src, max_tokens=200, overlap_tokens=0, min_tokens=100, window=210)
+    assert_no_loss(doc, chunks)
+    assert all(fits_window(doc, c, 210) for c in chunks)
+
+
+def test_every_d2l_chunk_fits_minilms_window(d2l: Path) -> None:
+    """11 % of d2l chunks passed MiniLM's 256 tokens (merged pieces up to 324, code
+    blocks up to 1,109), so their tails were never embedded. A third of the book
+    (every third file) keeps the test short."""
+    chunker = SectionChunker(COUNT, max_tokens=224, overlap_tokens=50, min_tokens=100, window=254)
+    files = sorted(d2l.rglob("*.md"))[::3]
+    assert len(files) == 64
+    for path in files:
+        doc = parse_markdown(path.read_text(encoding="utf-8"), str(path))
+        chunks = chunker.chunk(doc)
+        assert_no_loss(doc, chunks)
+        for c in chunks:
+            assert fits_window(doc, c, 254), (path.name, c.text[:60])

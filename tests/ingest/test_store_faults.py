@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ragline.embed.base import Embedder, EmbeddingError, ModelFingerprint, Vectors
 from ragline.engine import Ragline
 from ragline.settings import Settings
@@ -205,5 +207,64 @@ def test_an_embedder_that_is_down_fails_files_whole_and_keeps_their_chunks(
             c.text for batch, _ in rag.store.iter_chunks() for c in batch if c.source == str(coast)
         )
         assert after == before  # not written with the new chunk missing
+    finally:
+        rag.close()
+
+
+class FlakyReads:
+    """A real LanceStore whose reads fail the first ``fail_first`` times each, as a
+    remote store's do while it restarts: the records, the chunk count, the model,
+    a document's vectors."""
+
+    READS = ("documents", "count_chunks", "stored_fingerprint", "document_vectors")
+
+    def __init__(self, inner: LanceStore, *, fail_first: int) -> None:
+        self.inner = inner
+        self.fail_first = fail_first
+        self.calls = dict.fromkeys(self.READS, 0)
+        self.refused = dict.fromkeys(self.READS, 0)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in self.READS:
+            return attr
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            if self.refused[name] < self.fail_first:
+                self.refused[name] += 1
+                raise StoreError(f"connection refused ({name}, try {self.calls[name]})")
+            return attr(*args, **kwargs)
+
+        return read
+
+
+def test_reads_at_ingest_start_are_retried_like_writes(embedder: Embedder, tmp_path: Path) -> None:
+    """Issue 28: only batch writes were retried; the first read of an ingest (the
+    stored records, the chunk count, the model) failed the run at once on a store
+    that was restarting. Each read now gets the writes' retries and backoff."""
+    root = corpus(tmp_path / "c")
+    rag = open_rag(tmp_path, embedder, lance(tmp_path, embedder))
+    rag.ingest(root)
+    rag.close()
+    (root / "note-1.md").write_text("# Notes on volcanoes\n\nA new eruption at site 1.\n")
+
+    store = FlakyReads(lance(tmp_path, embedder), fail_first=2)
+    rag = open_rag(tmp_path, embedder, store, ingest_store_retries=2)
+    try:
+        report = rag.ingest(root)
+        assert report.failed == [] and report.indexed == ["note-1.md"]
+        for name in ("documents", "count_chunks", "document_vectors"):
+            assert store.refused[name] == 2 and store.calls[name] > 2, name
+        hits = rag.search("new eruption", mode="bm25").hits
+        assert hits and Path(hits[0].chunk.source).name == "note-1.md"
+    finally:
+        rag.close()
+
+    store = FlakyReads(lance(tmp_path, embedder), fail_first=3)  # one more than retried
+    rag = open_rag(tmp_path, embedder, store, ingest_store_retries=2)
+    try:
+        with pytest.raises(StoreError, match="connection refused"):
+            rag.ingest(root)
     finally:
         rag.close()

@@ -321,3 +321,44 @@ def test_progress_counts_embedded_chunks_up_to_the_total(
     again: list[IngestProgress] = []
     rag.ingest(corpus, progress=again.append)
     assert again == []  # nothing to index, nothing to count
+
+
+def test_ingest_repairs_a_malformed_stored_chunk(
+    make_rag: Callable[..., Ragline], tmp_path: Path
+) -> None:
+    """Issue 28: a stored row with ``text`` NULL (a crash, a hand edit) was left out of
+    answers and reported by ``status`` but stayed broken, since its file's hash had
+    not changed. ``ingest`` now indexes that file again; the other files are skipped."""
+    import lancedb
+
+    from ragline.store.base import MALFORMED_CHUNKS
+
+    corpus = write_corpus(tmp_path / "corpus")
+    index = tmp_path / "index"
+    rag = make_rag(index)
+    rag.ingest(corpus)
+    zebra = (corpus / "animals/zebra.md").as_posix()
+    bad = rag.search("zebra migration", mode="bm25").hits[0].chunk
+    assert bad.source == zebra
+    rag.close()
+    table = lancedb.connect(str(index / "lance")).open_table("chunks")
+    table.update(where=f"id = '{bad.id}'", values_sql={"text": "NULL"})
+    MALFORMED_CHUNKS.note(bad.id, "field text is missing, not text")  # as a search notes it
+
+    rag = make_rag(index)
+    assert rag.status()["malformed_chunks"]["count"] == 1
+    report = rag.ingest(corpus)
+    assert report.indexed == ["animals/zebra.md"]
+    assert sorted(report.skipped) == ["animals/octopus.md", "kitchen.txt"]
+    assert report.chunks_embedded == 0  # the stored vectors are reused
+    (warning,) = [w for w in report.warnings if "malformed" in w.reason]
+    assert warning.path == "animals/zebra.md" and "field text is missing" in warning.reason
+    rag.close()
+
+    rag = make_rag(index)
+    assert rag.status()["malformed_chunks"] == {"count": 0, "ids": {}}
+    assert bad.id not in MALFORMED_CHUNKS.snapshot()
+    hits = rag.search("zebra migration", mode="bm25").hits
+    assert hits[0].chunk.id == bad.id and hits[0].chunk.text == bad.text
+    again = rag.ingest(corpus)
+    assert again.indexed == [] and not [w for w in again.warnings if "malformed" in w.reason]

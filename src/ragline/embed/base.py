@@ -51,6 +51,12 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
+    @property
+    def window_tokens(self) -> int:
+        """Tokens of one text (as ``count_tokens`` counts them) the model reads; the
+        rest is cut off and never embedded. Section chunks are cut to fit it."""
+        ...
+
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Vectors for passages, in input order; batching is the embedder's job."""
         ...

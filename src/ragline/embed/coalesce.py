@@ -109,6 +109,10 @@ class CoalescingEmbedder:
     def dimension(self) -> int:
         return self._inner.dimension
 
+    @property
+    def window_tokens(self) -> int:
+        return self._inner.window_tokens
+
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self._inner.embed_documents(texts)
 

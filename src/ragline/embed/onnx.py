@@ -226,6 +226,11 @@ class OnnxEmbedder:
         return self._max_tokens
 
     @property
+    def window_tokens(self) -> int:
+        """``max_tokens`` less [CLS] and [SEP]."""
+        return self._max_tokens - 2
+
+    @property
     def threads(self) -> int:
         """As configured (0 = every available core)."""
         return self._threads

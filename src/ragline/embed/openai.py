@@ -71,6 +71,7 @@ class OpenAIEmbedder:
         timeout_s: float = 30.0,
         max_retries: int = 6,
         dimension: int = 0,
+        max_tokens: int = 256,
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
     ) -> None:
@@ -88,6 +89,9 @@ class OpenAIEmbedder:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if dimension < 0:
             raise ValueError(f"dimension must be >= 0 (0 = probe it), got {dimension}")
+        if max_tokens < 3:
+            raise ValueError(f"max_tokens must be >= 3, got {max_tokens}")
+        self._max_tokens = max_tokens
         self._base_url = base_url.rstrip("/")
         self._url = f"{self._base_url}/embeddings"
         self._model = model
@@ -138,6 +142,12 @@ class OpenAIEmbedder:
         if not self._dimension:
             self._embed_batch([_PROBE_TEXT])
         return self._dimension
+
+    @property
+    def window_tokens(self) -> int:
+        """``max_tokens`` (RAGLINE_EMBED_MAX_TOKENS: the remote model's window is not
+        known here) less two special tokens, counted with the MiniLM tokenizer."""
+        return self._max_tokens - 2
 
     @property
     def fingerprint(self) -> ModelFingerprint:

@@ -150,6 +150,13 @@ class SentenceTransformerEmbedder:
     def max_tokens(self) -> int:
         return int(self._load().max_seq_length or 0)
 
+    @property
+    def window_tokens(self) -> int:
+        """``max_seq_length`` less the tokenizer's special tokens (2 for BERT)."""
+        model = self._load()
+        specials = model.tokenizer.num_special_tokens_to_add(pair=False)
+        return max(1, int(model.max_seq_length or 0) - int(specials))
+
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         items = text_list(texts)
         model = self._load()

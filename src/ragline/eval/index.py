@@ -32,8 +32,9 @@ import numpy as np
 
 from ragline.embed.base import Embedder
 from ragline.embed.tokenizer import TokenCounter
-from ragline.engine import Ragline, make_chunker
+from ragline.engine import Ragline, chunk_window, make_chunker
 from ragline.eval.beir import BeirDocument
+from ragline.ingest.chunk.section import SECTION_CHUNKER_VERSION
 from ragline.ingest.parse.text import parse_text
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.settings import Settings
@@ -70,6 +71,8 @@ def chunking_settings(settings: Settings) -> dict[str, Any]:
     """The settings that change which chunks a document makes."""
     return {
         "chunker": settings.chunker,
+        "section_chunker_version": SECTION_CHUNKER_VERSION,
+        "chunk_fit_model": settings.chunk_fit_model,
         "chunk_max_tokens": settings.effective_chunk_max_tokens,
         "chunk_overlap_tokens": settings.chunk_overlap_tokens,
         "chunk_min_tokens": settings.chunk_min_tokens,
@@ -225,7 +228,7 @@ def _ingest(
     """Chunk, embed and write the documents not yet in the index, in batches of
     ``eval_write_batch_chunks`` new chunks (one store commit each), then optimize."""
     settings, store, embedder = rag.settings, rag.store, rag.embedder
-    chunker = make_chunker(settings, TokenCounter())
+    chunker = make_chunker(settings, TokenCounter(), window=chunk_window(settings, embedder))
     created = datetime.now(UTC).isoformat(timespec="seconds")
     pending: list[tuple[DocumentRecord, list[Any]]] = []
     pending_chunks = 0

@@ -323,6 +323,10 @@ class PrecomputedEmbedder:
     def dimension(self) -> int:
         return self._inner.dimension
 
+    @property
+    def window_tokens(self) -> int:
+        return self._inner.window_tokens
+
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return np.stack([self.embed_query(t) for t in texts])
 

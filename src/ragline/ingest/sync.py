@@ -37,6 +37,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -52,7 +53,15 @@ from ragline.ingest.parse import OcrOptions, ParseLimits, parse_file
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.ingest.report import ChapterCount, FileFailure, IngestReport
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, ModelMismatchError, Store, StoreError, check_model
+from ragline.store.base import (
+    MALFORMED_CHUNKS,
+    DocumentWrite,
+    ModelMismatchError,
+    Store,
+    StoreError,
+    check_model,
+    chunk_problem,
+)
 from ragline.store.retrying import call_with_retry
 from ragline.text.language import DEFAULT_LANGUAGE
 from ragline.types import Chunk, DocumentRecord, ParsedDocument
@@ -120,6 +129,13 @@ class _Tally:
 #: matches no file's hash, so the next run indexes the file again (reusing the
 #: stored vectors) and tries the left-out chunks once more.
 PARTIAL_HASH = "partial:"
+
+_T = TypeVar("_T")
+
+#: Prefix put, for this run only, on the recorded hash of a file with a malformed
+#: stored chunk (a missing or wrong-typed field, after a crash or a hand edit): it
+#: matches no file's hash, so the run indexes the file again and replaces the chunk.
+MALFORMED_HASH = "malformed:"
 
 #: choose(languages): the embedder a new index is built with, given the chunk
 #: languages (chunks per ISO code) of its sampled files, and why, for the report
@@ -297,7 +313,12 @@ class Indexer:
             report.warnings.append(FileFailure(root.as_posix(), hint))
         for path, problem in found.rejected:
             report.failed.append(FileFailure(escaped(_relative(path, base)), problem))
-        indexed = {r.source: r for r in self.store.documents(tenant) if in_scope(r.source, root)}
+        indexed = {
+            r.source: r
+            for r in self._read(lambda: self.store.documents(tenant))
+            if in_scope(r.source, root)
+        }
+        damaged = self._find_malformed(indexed, report, base)
 
         t0 = time.perf_counter()
         states: list[FileState] = []
@@ -395,6 +416,11 @@ class Indexer:
             tally.tell()
         self._flush(pending, report)
         memory.save()
+        if damaged:
+            done = {base / rel for rel in report.indexed}
+            MALFORMED_CHUNKS.forget(
+                i for source, ids in damaged.items() if Path(source) in done for i in ids
+            )
 
         names = [
             Path(r.source).relative_to(base).as_posix() if in_scope(r.source, base) else r.source
@@ -517,11 +543,62 @@ class Indexer:
 
     def _choosing(self) -> bool:
         """Whether this run picks the model: ``choose`` given, and none recorded yet."""
-        return self.choose is not None and self.store.stored_fingerprint() is None
+        return self.choose is not None and self._read(self.store.stored_fingerprint) is None
+
+    def _read(self, fn: Callable[[], _T]) -> _T:
+        """A read of the store, retried like a batch write (``RAGLINE_INGEST_STORE_
+        RETRIES`` with backoff): the run's first calls to a remote store must not
+        fail on the one timeout or restart that its writes would have waited out."""
+        return call_with_retry(
+            fn,
+            retries=self.settings.ingest_store_retries,
+            backoff_s=self.settings.ingest_store_backoff_s,
+        )
+
+    def _find_malformed(
+        self, indexed: dict[str, DocumentRecord], report: IngestReport, base: Path
+    ) -> dict[str, list[str]]:
+        """Files with a malformed stored chunk (``chunk_problem``: a field missing or
+        of the wrong type), source → chunk ids. Their records in ``indexed`` are
+        marked changed, so this run indexes them again though their hash is the
+        same, and a warning names each. One read of every stored chunk
+        (``RAGLINE_INGEST_REPAIR_MALFORMED``); a chunk whose document id and source
+        are both broken matches no file and is left for ``ragline status``."""
+        if not (self.settings.ingest_repair_malformed and indexed):
+            return {}
+        t0 = time.perf_counter()
+        by_doc = {r.doc_id: source for source, r in indexed.items()}
+        found: dict[str, list[str]] = {}
+        problems: dict[str, str] = {}
+        for chunks, _ in self.store.iter_chunks():
+            for c in chunks:
+                problem = chunk_problem(c)
+                if problem is None:
+                    continue
+                source = by_doc.get(c.doc_id) if isinstance(c.doc_id, str) else None
+                if source is None and isinstance(c.source, str) and c.source in indexed:
+                    source = c.source
+                if source is not None:
+                    found.setdefault(source, []).append(str(c.id))
+                    problems.setdefault(source, problem)
+        for source, ids in sorted(found.items()):
+            rec = indexed[source]
+            indexed[source] = replace(rec, file_hash=MALFORMED_HASH + rec.file_hash)
+            report.warnings.append(
+                FileFailure(
+                    escaped(_relative(Path(source), base) if in_scope(source, base) else source),
+                    f"{len(ids)} stored chunk(s) malformed ({problems[source]}); "
+                    "the file is indexed again",
+                )
+            )
+        report.add_stage("check", time.perf_counter() - t0)
+        return found
 
     def _record_model(self, report: IngestReport, *, record: bool = True) -> None:
         report.model = self.embedder.fingerprint.name
-        check_model(self.store, self.embedder.fingerprint, record=record)
+        fingerprint = self.embedder.fingerprint
+        # a mismatch is raised at once; a store error retried (the check is idempotent)
+        self._read(lambda: check_model(self.store, fingerprint, record=record))
         self._unrecorded = not record
 
     def _choose_embedder(
@@ -581,9 +658,9 @@ class Indexer:
         counts (one count query per run); only then are the chunks scanned.
         Done before anything is written, so a file still on disk is simply indexed
         again in this run."""
-        records = self.store.documents(tenant)
+        records = self._read(lambda: self.store.documents(tenant))
         expected = sum(r.chunk_count for r in records)
-        if self.store.count_chunks({"tenant": tenant}) == expected:
+        if self._read(lambda: self.store.count_chunks({"tenant": tenant})) == expected:
             return
         t0 = time.perf_counter()
         known = {r.doc_id for r in records}
@@ -675,7 +752,7 @@ class Indexer:
         doc_id = doc_id_for(tenant, source)
         old: dict[str, np.ndarray] = {}
         if source in indexed:
-            old = self.store.document_vectors(doc_id)
+            old = self._read(lambda: self.store.document_vectors(doc_id))
         record = DocumentRecord(
             doc_id=doc_id,
             tenant=tenant,

@@ -171,6 +171,12 @@ class MalformedChunks:
         with self._lock:
             return dict(self._seen)
 
+    def forget(self, chunk_ids: Iterable[str]) -> None:
+        """Drop chunks that were repaired (their file ingested again)."""
+        with self._lock:
+            for chunk_id in chunk_ids:
+                self._seen.pop(chunk_id, None)
+
 
 #: The process's record of malformed chunks (every store, every engine).
 MALFORMED_CHUNKS = MalformedChunks()

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ragline.ingest.spans import lstrip_span, rstrip_span
-from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument
+from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument, embed_head
 
 CountTokens = Callable[[str], int]
+
+#: Bumped whenever the same settings start making other chunks (2: the window cut),
+#: so caches keyed on the chunking (evaluation indexes) are built again.
+SECTION_CHUNKER_VERSION = 2
 
 #: Blocks that are never cut (a too-big table is cut only between rows).
 ATOMIC_KINDS = frozenset({BlockKind.CODE, BlockKind.MATH, BlockKind.TABLE, BlockKind.HEADING})
@@ -28,6 +32,7 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _NEWLINE = re.compile(r"\n\s*")
 _SPACE = re.compile(r"\s+")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)", re.MULTILINE)
+_FENCE = re.compile(r"[ \t]{0,3}(?:`{3,}|~{3,})")
 
 
 def count_many(count_tokens: CountTokens, texts: Sequence[str]) -> list[int]:
@@ -108,6 +113,7 @@ class _Splitter:
         prefix: str = "",
         hard_cut: bool = True,
         first_budget: int = 0,
+        prefix_first: bool = False,
     ) -> list[tuple[int, int, int, str]]:
         """Greedy pieces ``(start, end, tokens, prefix)``.
 
@@ -115,7 +121,8 @@ class _Splitter:
         (positions where a piece may start, most natural first) whose prefix
         fits; with none, a hard character cut (or, without ``hard_cut``, the
         first cut point, leaving one oversized piece). ``prefix`` is prepended
-        to every piece after the first one (a table's header rows).
+        to every piece after the first one (a table's header rows, a code block's
+        opening fence), and to the first one too with ``prefix_first``.
 
         With ``first_budget`` the first piece must fit that smaller budget at a
         natural cut point, or the result is empty: the caller wants to fill the
@@ -132,7 +139,7 @@ class _Splitter:
             pieces.append((pos, rstrip_span(body, pos, cut), cut_tokens, ""))
             pos = lstrip_span(body, cut, end)
         while True:
-            head = prefix if pos != start else ""
+            head = prefix if pos != start or prefix_first else ""
             window = min(end, pos + self.chars_per_token * budget)
             if window == end:
                 ok, n = self.fits(head + body[pos:end], budget)
@@ -227,6 +234,13 @@ class SectionChunker:
     * **Size**: ``token_count <= max_tokens``, except (a) a chunk holding a single
       oversized atomic block or table row, and (b) a chunk an undersized piece
       was merged into, which stays ``<= max_tokens + min_tokens``.
+    * **Window**: with ``window`` (the text tokens the embedder reads), no chunk's
+      embedded text (its title and heading path, then its text) passes it, so no
+      chunk has a tail only keyword search can find: merges stop short of it, and
+      a block larger than it, atomic or not, is cut at line breaks (then spaces,
+      then characters), a later part of a code block repeating its opening fence
+      and one of a table its header rows. (A heading path longer than half the
+      window leaves the text half the window.)
     * **Overlap**: a chunk after the first of its section starts with up to
       ``overlap_tokens`` of the previous chunk's last prose block (whole
       sentences, else whole words), only when that fits in ``max_tokens``; never
@@ -245,6 +259,7 @@ class SectionChunker:
         max_tokens: int = 512,
         overlap_tokens: int = 50,
         min_tokens: int = 100,
+        window: int | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -252,21 +267,41 @@ class SectionChunker:
             raise ValueError("overlap_tokens must be >= 0 and smaller than max_tokens")
         if min_tokens < 0:
             raise ValueError("min_tokens must be >= 0")
+        if window is not None and window < 2:
+            raise ValueError("window must be at least 2")
         self.count_tokens = count_tokens
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.min_tokens = min_tokens
+        self.window = window
 
     def chunk(self, doc: ParsedDocument) -> list[ChunkDraft]:
         body = doc.body
         if not body.strip():
             return []
         splitter = _Splitter(body, self.count_tokens)
+        room = self._room(doc.title)
         segs = self._segments(doc)
         drafts = self._pack(segs, splitter)
-        drafts = self._merge(drafts)
+        drafts = self._merge(drafts, room)
         self._add_overlap(drafts, splitter)
-        return self._finish(doc, drafts)
+        return self._finish(doc, drafts, splitter, room)
+
+    def _room(self, title: str) -> Callable[[tuple[str, ...]], int]:
+        """Tokens of chunk text the window has room for under a heading path
+        (unbounded without a window); at least half the window."""
+        window = self.window
+        cache: dict[tuple[str, ...], int] = {}
+
+        def room(path: tuple[str, ...]) -> int:
+            if window is None:
+                return 1 << 62
+            if path not in cache:
+                head = self.count_tokens(embed_head(title, path))
+                cache[path] = max(window - head, window // 2)
+            return cache[path]
+
+        return room
 
     # -- 1. blocks → segments that each go into a chunk whole ------------------------
 
@@ -357,7 +392,7 @@ class SectionChunker:
 
     # -- 3. undersized chunks → merged into a neighbour ---------------------------------
 
-    def _merge(self, drafts: list[_Draft]) -> list[_Draft]:
+    def _merge(self, drafts: list[_Draft], room: Callable[[tuple[str, ...]], int]) -> list[_Draft]:
         limit = self.max_tokens + self.min_tokens
         i = 0
         while i < len(drafts):
@@ -365,7 +400,7 @@ class SectionChunker:
             if d.tokens >= self.min_tokens:
                 i += 1
                 continue
-            target = self._merge_target(drafts, i, limit)
+            target = self._merge_target(drafts, i, limit, room)
             if target is None:
                 i += 1
                 continue
@@ -377,13 +412,18 @@ class SectionChunker:
             i = first
         return drafts
 
-    def _merge_target(self, drafts: list[_Draft], i: int, limit: int) -> int | None:
+    def _merge_target(
+        self, drafts: list[_Draft], i: int, limit: int, room: Callable[[tuple[str, ...]], int]
+    ) -> int | None:
         d = drafts[i]
         nxt = i + 1 if i + 1 < len(drafts) else None
         prv = i - 1 if i > 0 else None
 
         def ok(j: int | None) -> bool:
-            if j is None or drafts[j].tokens + d.tokens > limit:
+            if j is None:
+                return False
+            fits = min(limit, room(d.path), room(drafts[j].path))
+            if drafts[j].tokens + d.tokens > fits:
                 return False
             if None is not drafts[j].segs[0].page != d.segs[0].page is not None:
                 return False  # a chunk cites one page: a short slide stays its own chunk
@@ -436,7 +476,13 @@ class SectionChunker:
 
     # -- 5. drafts → ChunkDraft, with one token recount per chunk -------------------------
 
-    def _finish(self, doc: ParsedDocument, drafts: list[_Draft]) -> list[ChunkDraft]:
+    def _finish(
+        self,
+        doc: ParsedDocument,
+        drafts: list[_Draft],
+        splitter: _Splitter,
+        room: Callable[[tuple[str, ...]], int],
+    ) -> list[ChunkDraft]:
         body = doc.body
         texts = [_text(body, d) for d in drafts]
         # a chunk that is one piece, counted as such, needs no recount
@@ -446,7 +492,13 @@ class SectionChunker:
         counts = [d.tokens if e else next(recount) for d, e in zip(drafts, exact, strict=True)]
         out: list[ChunkDraft] = []
         for draft, text, n in zip(drafts, texts, counts, strict=True):
-            for d, t, k in self._enforce_limit(body, draft, text, n):
+            if out and draft.overlap_start is not None and draft.overlap_start <= out[-1].start:
+                # the previous chunk was cut to the window: the overlap would repeat
+                # (or pass) its last piece whole
+                draft.overlap_start = None
+                text = _text(body, draft)
+                n = self.count_tokens(text)
+            for d, t, k in self._enforce_limit(splitter, room, draft, text, n):
                 kinds = {s.kind for s in d.segs}
                 out.append(
                     ChunkDraft(
@@ -465,27 +517,76 @@ class SectionChunker:
         return out
 
     def _enforce_limit(
-        self, body: str, d: _Draft, text: str, n: int
+        self,
+        splitter: _Splitter,
+        room: Callable[[tuple[str, ...]], int],
+        d: _Draft,
+        text: str,
+        n: int,
     ) -> list[tuple[_Draft, str, int]]:
         """Keep the size guarantee even where summed counts under-estimated the
-        real one (a tokenizer that is not additive): drop the overlap, then cut
-        the chunk between its segments. Rare, so counted one text at a time."""
-        limit = self.max_tokens + (self.min_tokens if d.merged else 0)
+        real one (a tokenizer that is not additive), and the window always: drop
+        the overlap, then cut the chunk between its segments, then (a single
+        block larger than the window) within it. Rare, so counted one text at a
+        time."""
+        body = splitter.body
+        fits = room(d.path)
+        limit = min(self.max_tokens + (self.min_tokens if d.merged else 0), fits)
         if n <= limit:
             return [(d, text, n)]
         if d.overlap_start is not None:
             d.overlap_start = None
             text = _text(body, d)
-            return self._enforce_limit(body, d, text, self.count_tokens(text))
+            return self._enforce_limit(splitter, room, d, text, self.count_tokens(text))
         if len(d.segs) == 1:  # an atomic block, or a piece whose count is exact
-            return [(d, text, n)]
+            if n <= fits:
+                return [(d, text, n)]
+            return [
+                (
+                    _Draft([p], p.tokens, d.path),
+                    _text(body, _Draft([p], p.tokens, d.path)),
+                    p.tokens,
+                )
+                for p in _window_pieces(splitter, d.segs[0], fits)
+            ]
         half = len(d.segs) // 2
         out: list[tuple[_Draft, str, int]] = []
         for segs in (d.segs[:half], d.segs[half:]):
             part = _Draft(segs, sum(s.tokens for s in segs), d.path)
             part_text = _text(body, part)
-            out.extend(self._enforce_limit(body, part, part_text, self.count_tokens(part_text)))
+            out.extend(
+                self._enforce_limit(splitter, room, part, part_text, self.count_tokens(part_text))
+            )
         return out
+
+
+def _window_pieces(splitter: _Splitter, seg: _Seg, budget: int) -> list[_Seg]:
+    """A block larger than the window, cut into pieces that fit it: at line
+    breaks, then spaces, then characters (prose first at blank lines and
+    sentences). A later piece of a table repeats its header rows and one of a
+    fenced code block its opening fence, so each piece reads as what it is; a
+    repeat longer than half the budget is left out."""
+    body, start, end = splitter.body, seg.start, seg.end
+    prefix, prefix_first = seg.prefix, bool(seg.prefix)
+    lines = [m.end() for m in _NEWLINE.finditer(body, start, end) if m.end() < end]
+    words = [m.end() for m in _SPACE.finditer(body, start, end) if m.end() < end]
+    levels = [lines, words]
+    if seg.kind is BlockKind.TABLE:
+        header, rows = _table_rows(body, start, end)
+        levels = [rows, words] if rows and not prefix else levels
+        prefix = prefix or seg.table_prefix or header
+    elif seg.kind is BlockKind.CODE and not prefix:
+        first = body[start : body.find("\n", start, end) if "\n" in body[start:end] else end]
+        prefix = first + "\n" if _FENCE.match(first) else ""
+    elif seg.kind not in ATOMIC_KINDS:
+        levels = _prose_levels(body, start, end)
+    if prefix and splitter.count(prefix) > budget // 2:
+        prefix, prefix_first = "", False
+    parts = splitter.split(start, end, levels, budget, prefix=prefix, prefix_first=prefix_first)
+    return [
+        _Seg(s, e, seg.kind, t, seg.section, seg.path, seg.page, seg.atomic, p)
+        for s, e, t, p in parts
+    ]
 
 
 def _text(body: str, d: _Draft) -> str:
