@@ -61,6 +61,7 @@ def test_search_human_output_and_filters(index: Path) -> None:
             "has_code=true",
             "--mode",
             "bm25",
+            "--verbose",  # the mode and timing line
         ],
     )
     assert result.exit_code == 0, result.output
