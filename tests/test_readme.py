@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,3 +80,53 @@ def test_the_first_command_ingests_the_sample_corpus_and_asks() -> None:
     ingest = next(c for c in first if c[:2] == ["ragline", "ingest"])
     assert (REPO / ingest[2]).is_dir() and any((REPO / ingest[2]).glob("*.md"))
     assert first[-1][:2] == ["ragline", "ask"] and first[-1][2].endswith("?")
+
+
+# ragline is installed from its clone, not from PyPI: `pip install ragline` and
+# `pip install 'ragline[x]'` fail. Any spelling of either, quoted or not.
+PYPI_INSTALL = re.compile(r"""pip3?\s+install\s+(?:-[-\w]+\s+)*["']?ragline(?:\[|["'\s`]|$)""")
+EDITABLE = re.compile(r"""pip3?\s+install\s+-e\s+["']?[./\w-]*?\.?\[(?P<extras>[\w,-]+)\]""")
+
+
+def install_texts() -> dict[str, str]:
+    """Everything a user reads an install command from: the README, docs/, and the
+    error messages of the package (src/)."""
+    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    files += sorted((REPO / "src").rglob("*.py"))
+    return {str(p.relative_to(REPO)): p.read_text(encoding="utf-8") for p in files}
+
+
+def test_install_commands_work_from_a_clone() -> None:
+    texts = install_texts()
+    wrong = [
+        f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+        for name, text in texts.items()
+        for m in PYPI_INSTALL.finditer(text)
+    ]
+    assert not wrong, "install from the clone (pip install -e '.[extra]'):\n" + "\n".join(wrong)
+    # ... and every extra an editable install names exists in pyproject.toml.
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    known = set(pyproject["project"]["optional-dependencies"])
+    named = {
+        (name, extra)
+        for name, text in texts.items()
+        for m in EDITABLE.finditer(text)
+        for extra in m.group("extras").split(",")
+        if "{" not in extra
+    }
+    assert len(named) > 10, named
+    assert not [(n, e) for n, e in named if e not in known], known
+
+
+def test_the_install_pattern_catches_the_pypi_forms() -> None:
+    """The check above is not vacuous: the forms the docs had are caught, the clone's
+    forms are not."""
+    for bad in [
+        "pip install ragline",
+        "pip install 'ragline[office,ocr,pdf]'",
+        'pip install "ragline[postgres]"',
+        "`pip install -U ragline`",
+    ]:
+        assert PYPI_INSTALL.search(bad), bad
+    for good in ["pip install -e .", "pip install -e '.[office]'", "pip install ragline-extra"]:
+        assert not PYPI_INSTALL.search(good), good
