@@ -8,10 +8,12 @@ and neither may compile anything.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -130,3 +132,29 @@ def test_the_install_pattern_catches_the_pypi_forms() -> None:
         assert PYPI_INSTALL.search(bad), bad
     for good in ["pip install -e .", "pip install -e '.[office]'", "pip install ragline-extra"]:
         assert not PYPI_INSTALL.search(good), good
+
+
+def readme_sample() -> ModuleType:
+    """scripts/readme_sample.py, which writes the README's sample output."""
+    spec = importlib.util.spec_from_file_location(
+        "readme_sample", REPO / "scripts" / "readme_sample.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sample_output_is_what_the_first_command_prints(tmp_path: Path) -> None:
+    """The README's sample against a fresh run of its first command's ragline part
+    (ingest docs/, ask the question) at 80 columns. The seconds and scores vary;
+    the counts, the answer's first sentence and the sources must not."""
+    sample = readme_sample()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    fresh = sample.run_sample(readme, tmp_path)
+    shown = sample.readme_block(readme)
+    got, want = sample.stable(shown), sample.stable(fresh)
+    assert want["counts"]["files found"] > 10 and want["sources"], want  # parsed
+    assert got == want, "README sample output is stale: python scripts/readme_sample.py"
+    assert shown.splitlines()[0] == fresh.splitlines()[0]  # the command, as the README has it
+    assert max(map(len, shown.splitlines()[1:])) <= 80 + 1, shown  # rich pads a title
