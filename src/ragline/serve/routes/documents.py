@@ -7,7 +7,7 @@ from pathlib import Path, PurePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, UploadFile
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from ragline.ingest.records import doc_id_for
@@ -26,6 +26,7 @@ from ragline.validation import (
 )
 
 router = APIRouter(tags=["documents"])
+TEXT = {"type": "string"}
 
 
 def document_out(rec: DocumentRecord, upload: UploadRecord | None) -> dict[str, Any]:
@@ -82,10 +83,11 @@ async def get_document(doc_id: str, who: CallerDep, state: StateDep) -> dict[str
 
 
 @router.get(
-    "/api/documents/{doc_id}/text", response_class=PlainTextResponse,
-    responses=LOOKUP_RESPONSES, summary="One of the caller's documents as indexed, as text",
+    "/api/documents/{doc_id}/text", response_class=Response,
+    responses={**LOOKUP_RESPONSES, 200: {"content": {"text/plain": {"schema": TEXT}}}},
+    summary="One of the caller's documents as indexed, as text",
 )  # fmt: skip
-async def document_text(doc_id: str, who: CallerDep, state: StateDep) -> PlainTextResponse:
+async def document_text(doc_id: str, who: CallerDep, state: StateDep) -> Response:
     """The document's chunks in order: what a source link in the web UI opens. The
     server's path to the file is never shown; the text is what answers quote."""
     rec = await owned_document(state, doc_id, who.tenant)
@@ -103,7 +105,7 @@ async def document_text(doc_id: str, who: CallerDep, state: StateDep) -> PlainTe
     except StoreError as exc:
         raise engine_error(exc) from None
     head = f"{rec.title}\n\n" if rec.title else ""
-    return PlainTextResponse(head + text, media_type="text/plain; charset=utf-8")
+    return Response(head + text, media_type="text/plain; charset=utf-8")
 
 
 @router.delete(
