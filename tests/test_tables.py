@@ -50,9 +50,36 @@ def test_the_layout_follows_the_width() -> None:
 def test_needed_width_counts_borders_and_padding() -> None:
     # columns of 4 and 6 cells: 4 + 6 + 3 per column + 1
     assert needed_width(["a", "b"], [["abcd", "123456"]]) == 4 + 6 + 3 * 2 + 1
-    # the first column and the headers may wrap at spaces, figures may not
+    # the first column and its header may wrap at spaces; figures and their headers not
     assert needed_width(["a long label", "x"], [["two words", "1,234"]]) == 5 + 5 + 7
     assert needed_width(["m", "n"], [["x", "[bold]0.5[/]"]]) == 1 + 3 + 7  # markup not counted
+
+
+# ragline bench's third table: headers longer than their figures.
+BUILD_HEADERS = ["chunks", "write s", "optimize s", "vector index", "peak RSS build"]
+BUILD_HEADERS += ["peak RSS search", "on disk"]
+BUILD_ROWS = [
+    ["500", "0.2", "0.1", "none", "597 MiB", "602 MiB", "0.9 MiB"],
+    ["100,000", "12.3", "4.1", "IVF_PQ", "1,597 MiB", "1,602 MiB", "120.9 MiB"],
+]
+
+
+@pytest.mark.parametrize("width", [120, 80, 60])
+def test_long_headers_keep_every_column(width: int) -> None:
+    """A table whose headers are wider than their figures: counted by their longest
+    word, it passed for fitting at 80 columns, and rich cut its first column to
+    nothing and its last off the edge."""
+    text = render(fit_table("index build", BUILD_HEADERS, BUILD_ROWS, width), width)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width, text
+    lines = [
+        " ".join(line.replace("│", " ").replace("┃", " ").split()) for line in text.splitlines()
+    ]
+    flat = " ".join(lines)
+    for header in BUILD_HEADERS:
+        assert header in flat, (header, text)  # each header on one line
+    for row in BUILD_ROWS:
+        for cell in row:
+            assert cell in flat, (cell, text)
 
 
 def test_pairs_table_keeps_values_whole_and_wraps_labels() -> None:

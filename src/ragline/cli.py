@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -112,6 +114,60 @@ ExcludeOpt = Annotated[
 ExpandOpt = Annotated[
     int | None, typer.Option("--expand", help="Neighbour chunks to add around each hit.")
 ]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also print the time each stage took.")
+]
+
+
+class WordWrap:
+    """Streamed text (tokens that may cut words) printed wrapped at spaces to
+    ``width``: a word is held until it is whole, then goes on this line or the next."""
+
+    def __init__(self, width: int) -> None:
+        self.width, self.col, self.word, self.space = max(20, width), 0, "", False
+
+    def feed(self, text: str) -> None:
+        for ch in text:
+            if ch == "\n":
+                self._flush()
+                out.print("", markup=False, highlight=False)
+                self.col, self.space = 0, False
+            elif ch.isspace():
+                self._flush()
+                self.space = self.col > 0
+            else:
+                self.word += ch
+
+    def _flush(self) -> None:
+        if not self.word:
+            return
+        gap = 1 if self.space else 0
+        if self.col and self.col + gap + len(self.word) > self.width:
+            out.print("", markup=False, highlight=False)
+            self.col, gap = 0, 0
+        out.print(" " * gap + self.word, end="", markup=False, highlight=False, soft_wrap=True)
+        self.col += gap + len(self.word)
+        self.word, self.space = "", False
+
+    def close(self) -> None:
+        self._flush()
+
+
+def say(text: str, indent: int = 0, hang: int | None = None, style: str = "") -> None:
+    """``text`` wrapped at spaces to the console's width, ``indent`` cells in (later
+    lines ``hang`` in): a word (a URL, a path) is never cut, a word wider than
+    the line stands alone on its own line."""
+    rest = indent if hang is None else hang
+    lines = textwrap.wrap(
+        text,
+        width=max(20, out.width),
+        initial_indent=" " * indent,
+        subsequent_indent=" " * rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    for line in lines or [""]:
+        out.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
 
 
 def _engine(index: Path | None, **overrides: Any) -> Ragline:
@@ -406,6 +462,7 @@ def search(
     tenant: TenantOpt = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
     from ragline.store.base import StoreError
@@ -421,10 +478,10 @@ def search(
     if as_json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
-        _print_hits(result)
+        _print_hits(result, verbose)
 
 
-def _print_hits(result: SearchResult) -> None:
+def _print_hits(result: SearchResult, verbose: bool = False) -> None:
     if not result.hits:
         out.print("[yellow]no results[/]")
     for h in result.hits:
@@ -433,16 +490,14 @@ def _print_hits(result: SearchResult) -> None:
         extra = f"  (neighbour of {h.expanded_from[:8]})" if h.expanded_from else ""
         lang = c.metadata.get("language")
         extra += f"  language {lang}" if lang else ""
-        out.print(
-            f"[bold cyan]{h.rank:>2}.[/] [bold]{where}[/]  [dim]score {h.score:.4f}{extra}[/]",
-            highlight=False,
-        )
-        out.print(f"    [dim]{c.url}[/]")
+        say(f"{h.rank:>2}. {where}  score {h.score:.4f}{extra}", hang=4, style="bold")
+        say(c.url, indent=4, style="dim")
         snippet = " ".join(c.text.split())
-        out.print(f"    {snippet[:240]}{'…' if len(snippet) > 240 else ''}", highlight=False)
-    timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    lang = f"; query language {result.language}" if result.language else ""
-    out.print(f"[dim]{result.mode}: {timings}{lang}[/]")
+        say(f"{snippet[:240]}{'…' if len(snippet) > 240 else ''}", indent=4)
+    if verbose:
+        timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
+        lang = f"; query language {result.language}" if result.language else ""
+        say(f"{result.mode}: {timings}{lang}", style="dim")
 
 
 @app.command()
@@ -461,6 +516,7 @@ def ask(
     tenant: TenantOpt = None,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
     history_file: Annotated[
         Path | None,
         typer.Option(
@@ -490,13 +546,15 @@ def ask(
     rag = _existing(index, tenant=tenant, generator=generator)
     answer: Answer | None = None
     streamed = False
+    wrap = WordWrap(out.width)
     try:
         events = rag.ask_stream(question, history=history, selected_text=selected_text, **options)
         for event in events:
             if event.type == "token" and not as_json:
-                out.print(event.text, end="", markup=False, highlight=False, soft_wrap=True)
+                wrap.feed(event.text)
                 streamed = True
             elif event.type == "error" and not as_json:
+                wrap.close()
                 if streamed:
                     out.print()
                 err.print(f"[red]error:[/] {event.error} (the answer above is incomplete)")
@@ -510,8 +568,9 @@ def ask(
     if as_json:
         print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False))
     else:
+        wrap.close()
         out.print()
-        _print_answer_details(answer)
+        _print_answer_details(answer, verbose)
     if not answer.complete:
         raise typer.Exit(1)
     if answer.error and llm_failure(answer.error) in ("unreachable", "refused"):
@@ -535,45 +594,39 @@ def _read_history(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _print_answer_details(answer: Answer) -> None:
+def _print_answer_details(answer: Answer, verbose: bool = False) -> None:
     if answer.query_rewrite != "none":
-        searched = escape(answer.search_query)
-        out.print(f"[dim]searched ({answer.query_rewrite}): {searched}[/]", highlight=False)
+        say(f"searched ({answer.query_rewrite}): {answer.search_query}", hang=2, style="dim")
     for phrasing in answer.search_phrasings:
-        out.print(f"[dim]also searched (multi-query): {escape(phrasing)}[/]", highlight=False)
+        say(f"also searched (multi-query): {phrasing}", hang=2, style="dim")
     if answer.query_expansion == "failed":
-        reason = escape(answer.query_expansion_error)
-        out.print(f"[dim]multi-query failed, searched the question alone: {reason}[/]")
+        reason = answer.query_expansion_error
+        say(f"multi-query failed, searched the question alone: {reason}", hang=2, style="dim")
     conf = answer.confidence
     colour = {"high": "green", "medium": "yellow"}.get(conf.level, "red")
-    out.print(
-        f"[dim]confidence:[/] [{colour}]{conf.level}[/] [dim]({conf.score:.2f}; {conf.reason})[/]"
-    )
+    out.print(f"[dim]confidence:[/] [{colour}]{conf.level}[/] [dim]({conf.score:.2f})[/]")
+    say(conf.reason, indent=2, style="dim")
     if answer.sources:
-        # One line per source, soft-wrapped: a table folds long paths mid-word
-        # when the output is narrow or piped, which breaks copy-paste and grep.
+        # The label wraps at spaces under itself, the path has a line of its own: a
+        # path or URL is never cut (copy-paste and grep keep working).
         cited = {c.number for c in answer.citations}
         out.print("[bold]sources[/]")
         for src in answer.sources:
             style = "bold" if src.number in cited else "dim"
-            num = f"[{style}]\\[{src.number}][/]"
-            out.print(
-                f"  {num} {escape(src.label)}  [dim]{escape(src.hit.chunk.source)}"
-                f"  {src.hit.score:.4f}[/]",
-                soft_wrap=True,
-                highlight=False,
-            )
+            head = f"  [{src.number}] "
+            say(f"{head}{src.label}  {src.hit.score:.4f}", hang=len(head), style=style)
+            say(src.hit.chunk.source, indent=len(head), style="dim")
     unsupported = [c for c in answer.citations if not c.supported]
     for c in unsupported:
-        out.print(f"[yellow]unsupported citation[/] \\[{c.number}] for: {escape(c.claim[:120])}")
+        say(f"unsupported citation [{c.number}] for: {c.claim[:120]}", hang=2, style="yellow")
     if answer.dropped_citations:
-        dropped = escape(", ".join(answer.dropped_citations))
-        out.print(f"[yellow]removed citations of sources not in the context:[/] {dropped}")
+        dropped = ", ".join(answer.dropped_citations)
+        say(f"removed citations of sources not in the context: {dropped}", hang=2, style="yellow")
     for topic in answer.suggestions:
-        out.print(f"  • {escape(topic)}", highlight=False)
-    timings = ", ".join(f"{k} {v:.0f} ms" for k, v in answer.timings_ms.items() if "." not in k)
-    model = answer.model or answer.generator
-    out.print(f"[dim]{model}: {timings}[/]")
+        say(f"  • {topic}", hang=4)
+    if verbose:
+        timings = ", ".join(f"{k} {v:.0f} ms" for k, v in answer.timings_ms.items() if "." not in k)
+        say(f"{answer.model or answer.generator}: {timings}", style="dim")
 
 
 @app.command()
@@ -603,7 +656,25 @@ def status(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
         print(json.dumps(info, indent=2))
         return
     for k, v in info.items():
-        out.print(f"[bold]{k}[/]: {v}")
+        say(f"{k}: {plain_value(v)}", hang=2)
+
+
+def plain_value(value: Any) -> str:
+    """A status value as words, not a Python literal: a model as its name with
+    dimension and digest, a mapping as ``key value`` pairs, a list comma-separated."""
+    if isinstance(value, dict):
+        if "name" in value and "dimension" in value:
+            digest = str(value.get("digest") or "")[:12]
+            extra = f", digest {digest}" if digest else ""
+            return f"{value['name']} ({value['dimension']} dimensions{extra})"
+        if not value:
+            return "none"
+        return ", ".join(f"{k} {plain_value(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(plain_value(v) for v in value) or "none"
+    if value is None:
+        return "none"
+    return str(value)
 
 
 @app.command()
@@ -848,11 +919,11 @@ def stats(
     if as_json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return
-    out.print(
+    say(
         f"{summary['requests']} requests ({summary['first']} … {summary['last']}); "
-        f"status {summary['by_status']}; fallback rate {summary['fallback_rate']:.1%}; "
-        f"{summary['total_tokens']:,} tokens",
-        highlight=False,
+        f"status {plain_value(summary['by_status'])}; "
+        f"fallback rate {summary['fallback_rate']:.1%}; {summary['total_tokens']:,} tokens",
+        hang=2,
     )
     rows_ms = {"response": summary["response_time_ms"], **summary["stages_ms"]}
     table_rows = [
@@ -882,3 +953,24 @@ def stats(
         ]
         title = "feedback per day (helpful: rated up; clicked: answers with a citation opened)"
         out.print(fit_table(title, headers, feedback_rows, out.width), highlight=False)
+
+
+def flowed(doc: str) -> str:
+    """A docstring with each paragraph on one line: typer lists a command by its
+    docstring's first lines as written, so a hard line break in the source broke
+    the list mid-sentence; flowed, rich wraps it to the terminal."""
+    paragraphs = [" ".join(p.split()) for p in doc.split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p)
+
+
+def _flow_help(typer_app: typer.Typer) -> None:
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        if doc:
+            info.help = flowed(doc)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _flow_help(group.typer_instance)
+
+
+_flow_help(app)

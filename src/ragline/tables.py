@@ -28,15 +28,18 @@ def word_width(cell: str) -> int:
 
 
 def needed_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    """Width of a boxed table whose first column and headers wrap at spaces and
-    whose other cells stay whole: each column plus its padding and border."""
+    """Width of a boxed table whose first column wraps at spaces and whose other
+    columns (header included: rich does not wrap a no-wrap column's header) stay
+    whole: each column plus its padding and border. Counting a figure column's
+    header by its longest word let a table of long headers ("peak RSS search")
+    pass for fitting, and rich then squeezed its first column away."""
     widths = []
     for i, header in enumerate(headers):
         cells = [row[i] for row in rows]
         if i == 0:
             widths.append(max([word_width(header), *map(word_width, cells)]))
         else:
-            widths.append(max([word_width(header), *map(cell_width, cells)]))
+            widths.append(max([cell_width(header), *map(cell_width, cells)]))
     return sum(widths) + 3 * len(widths) + 1
 
 

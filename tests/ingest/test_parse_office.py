@@ -262,7 +262,7 @@ def test_missing_office_extra_says_what_to_install(
         parse(path)
     assert info.value.source == str(path)
     assert f"needs the office extra ({module} is not installed)" in info.value.reason
-    assert "pip install 'ragline[office]'" in info.value.reason
+    assert "pip install -e '.[office]'" in info.value.reason
 
 
 def test_office_blocks_are_trimmed_and_never_empty(tmp_path: Path, gen: ModuleType) -> None:

@@ -128,6 +128,9 @@ def test_upload_list_read_delete_keeps_other_documents(docs_server: LiveServer) 
             d["doc_id"] for d in after["documents"]
         }
         assert c.get(f"/api/documents/{doc_id}").json()["title"] == "Zebra parking"
+        shown = c.get(f"/api/documents/{doc_id}/text")  # the web UI's source link
+        assert shown.status_code == 200 and "Zebra parking" in shown.text
+        assert shown.headers["content-type"].startswith("text/plain")
         again = c.post("/api/documents", files={"file": ("copy.md", text.encode())}).json()
         assert again["status"] == "unchanged"
         hits = c.post("/api/search", json={"query": "quokkas park on odd days"}).json()["hits"]
@@ -140,6 +143,7 @@ def test_upload_list_read_delete_keeps_other_documents(docs_server: LiveServer) 
         assert c.delete(f"/api/documents/{doc_id}").json() == {"doc_id": doc_id, "deleted": True}
         assert c.get("/api/documents").json()["total"] == before["total"]
         assert_error(c.get(f"/api/documents/{doc_id}"), 404)
+        assert_error(c.get(f"/api/documents/{doc_id}/text"), 404)
         assert_error(c.delete(f"/api/documents/{doc_id}"), 404)
 
 

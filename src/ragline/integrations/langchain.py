@@ -1,4 +1,4 @@
-"""ragline as a LangChain retriever: ``pip install 'ragline[langchain]'``.
+"""ragline as a LangChain retriever: ``pip install -e '.[langchain]'``.
 
 >>> from ragline import Ragline                                         # doctest: +SKIP
 >>> from ragline.integrations.langchain import RaglineRetriever         # doctest: +SKIP
@@ -22,7 +22,7 @@ try:
     from langchain_core.retrievers import BaseRetriever
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        "ragline.integrations.langchain needs langchain-core: pip install 'ragline[langchain]'"
+        "ragline.integrations.langchain needs langchain-core: pip install -e '.[langchain]'"
     ) from exc
 
 from ragline.answer.answerer import SearchOptions

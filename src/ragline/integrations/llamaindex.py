@@ -1,4 +1,4 @@
-"""ragline as a LlamaIndex retriever: ``pip install 'ragline[llamaindex]'``.
+"""ragline as a LlamaIndex retriever: ``pip install -e '.[llamaindex]'``.
 
 >>> from llama_index.core.query_engine import RetrieverQueryEngine        # doctest: +SKIP
 >>> from ragline.integrations.llamaindex import RaglineRetriever          # doctest: +SKIP
@@ -27,7 +27,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        "ragline.integrations.llamaindex needs llama-index-core: pip install 'ragline[llamaindex]'"
+        "ragline.integrations.llamaindex needs llama-index-core: pip install -e '.[llamaindex]'"
     ) from exc
 
 from ragline.answer.answerer import SearchOptions

@@ -186,7 +186,7 @@ class CrossEncoderReranker:
             except ImportError as exc:
                 raise ImportError(
                     "the cross-encoder reranker needs sentence-transformers: install the "
-                    "'st' extra (pip install 'ragline[st]')"
+                    "'st' extra (pip install -e '.[st]')"
                 ) from exc
             if not Path(self.model_path).is_dir():
                 raise FileNotFoundError(

@@ -715,7 +715,7 @@ class PostgresQueryLog(_Guarded):
         except ImportError as e:
             raise QueryLogError(
                 "QUERY_LOG_URL is a PostgreSQL URL but psycopg is not installed "
-                "(pip install 'ragline[postgres]')"
+                "(pip install -e '.[postgres]')"
             ) from e
         self._psycopg: Any = psycopg
         self.url = url

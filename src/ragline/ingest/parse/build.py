@@ -23,7 +23,7 @@ def missing_extra(source: str, kind: str, extra: str, exc: ImportError) -> Inges
         source,
         None,
         f"reading {kind} files needs the {extra} extra ({exc.name} is not installed): "
-        f"pip install 'ragline[{extra}]'",
+        f"pip install -e '.[{extra}]'",
         environment=True,
     )
 

@@ -188,7 +188,7 @@ def render_pdf_pages(data: bytes, numbers: list[int], dpi: int) -> Iterator[tupl
         import pypdfium2 as pdfium
     except ImportError as exc:
         raise OcrUnavailable(
-            "rendering PDF pages for OCR needs pypdfium2: pip install 'ragline[ocr]'"
+            "rendering PDF pages for OCR needs pypdfium2: pip install -e '.[ocr]'"
         ) from exc
     from PIL import Image
 

@@ -7,6 +7,7 @@ from pathlib import Path, PurePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, UploadFile
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from ragline.ingest.records import doc_id_for
@@ -25,6 +26,7 @@ from ragline.validation import (
 )
 
 router = APIRouter(tags=["documents"])
+TEXT = {"type": "string"}
 
 
 def document_out(rec: DocumentRecord, upload: UploadRecord | None) -> dict[str, Any]:
@@ -78,6 +80,32 @@ async def get_document(doc_id: str, who: CallerDep, state: StateDep) -> dict[str
     rec = await owned_document(state, doc_id, who.tenant)
     uploads = await run_in_threadpool(state.uploads.by_tenant, who.tenant)
     return document_out(rec, uploads.get(doc_id))
+
+
+@router.get(
+    "/api/documents/{doc_id}/text", response_class=Response,
+    responses={**LOOKUP_RESPONSES, 200: {"content": {"text/plain": {"schema": TEXT}}}},
+    summary="One of the caller's documents as indexed, as text",
+)  # fmt: skip
+async def document_text(doc_id: str, who: CallerDep, state: StateDep) -> Response:
+    """The document's chunks in order: what a source link in the web UI opens. The
+    server's path to the file is never shown; the text is what answers quote."""
+    rec = await owned_document(state, doc_id, who.tenant)
+    store = state.rag.store
+
+    def read() -> str:
+        chunks = sorted(
+            store.chunks_by_index(rec.doc_id, range(rec.chunk_count)),
+            key=lambda c: c.chunk_index,
+        )
+        return "\n\n".join(c.text.strip() for c in chunks)
+
+    try:
+        text = await run_in_threadpool(read)
+    except StoreError as exc:
+        raise engine_error(exc) from None
+    head = f"{rec.title}\n\n" if rec.title else ""
+    return Response(head + text, media_type="text/plain; charset=utf-8")
 
 
 @router.delete(

@@ -236,21 +236,54 @@ function citeLookup(msg) {
   };
 }
 
+/** What a level means, in words a reader can act on; the scores behind it are one
+ * click away ("details"), not in the sentence. */
+const LEVEL_MEANING = {
+  high: "The cited passages state the answer.",
+  medium: "The passages support the answer in part: check the cited sources.",
+  low: "The documents do not clearly answer this question.",
+};
+
 function confidenceNode(conf) {
   if (!conf || !conf.level) return null;
   const level = String(conf.level).toLowerCase();
   const score = typeof conf.score === "number" ? conf.score.toFixed(2) : null;
+  const numbers = [score ? `score ${score}` : "", conf.reason || ""].filter(Boolean).join("; ");
   return h(
     "div",
     { class: "confidence" },
     h("span", {
       class: `badge badge-${level}`,
       "data-level": level,
-      title: score ? `Confidence score ${score}` : null,
       text: LEVEL_TEXT[level] || `${level} confidence`,
     }),
-    conf.reason ? h("span", { class: "confidence-reason", text: conf.reason }) : null,
+    h("span", { class: "confidence-reason", text: LEVEL_MEANING[level] || "" }),
+    numbers
+      ? h(
+          "details",
+          { class: "confidence-details" },
+          h("summary", { text: "details" }),
+          h("span", { class: "confidence-numbers", text: numbers }),
+        )
+      : null,
   );
+}
+
+/** A source's label as listed: title › section, never the server's path to the file. */
+function sourceText(s) {
+  return s.label || [s.title, s.section].filter(Boolean).join(" › ") || `Source ${s.number}`;
+}
+
+/** Sources with the same label (two passages of one section) as one row, in order of
+ * their first number: [{label, items}]. */
+function groupSources(sources) {
+  const groups = new Map();
+  for (const s of sources) {
+    const label = sourceText(s);
+    if (!groups.has(label)) groups.set(label, { label, items: [] });
+    groups.get(label).items.push(s);
+  }
+  return [...groups.values()];
 }
 
 function sourcesNode(msg, node) {
@@ -258,25 +291,25 @@ function sourcesNode(msg, node) {
   if (!sources.length) return null;
   const listId = `sources-${msg.id}`;
   const list = h(
-    "ol",
+    "ul",
     { class: "sources-list", id: listId, hidden: true },
-    ...sources.map((s) =>
+    ...groupSources(sources).map((g) =>
       h(
         "li",
-        {},
-        h(
-          "button",
-          {
-            type: "button",
-            class: "source-item",
-            onclick: (ev) => openPassage(msg, s.number, null, ev.currentTarget),
-          },
-          h("span", { class: "source-num", text: String(s.number) }),
-          h("span", {
-            class: "source-label",
-            text: s.label || [s.title, s.section].filter(Boolean).join(" › ") || s.source,
-          }),
+        { class: "source-group" },
+        ...g.items.map((s) =>
+          h(
+            "button",
+            {
+              type: "button",
+              class: "source-item",
+              "aria-label": `Source ${s.number}: ${g.label}`,
+              onclick: (ev) => openPassage(msg, s.number, null, ev.currentTarget),
+            },
+            h("span", { class: "source-num", text: String(s.number) }),
+          ),
         ),
+        h("span", { class: "source-label", text: g.label }),
       ),
     ),
   );
@@ -481,19 +514,22 @@ function openPassage(msg, n, offset, trigger) {
   const src = lookup.source(n);
   const title = cit?.title || src?.title || "";
   const section = cit?.section || src?.section || "";
-  const path = cit?.source || src?.source || "";
-  const href = sourceHref(cit?.url || src?.url, cit?.anchor || src?.anchor);
+  const docId = cit?.doc_id || src?.doc_id || "";
+  // The original page when it has a web address; otherwise the document's text as
+  // ragline serves it. The server's path to the file is never shown.
+  const href =
+    sourceHref(cit?.url || src?.url, cit?.anchor || src?.anchor) ||
+    (docId ? `api/documents/${encodeURIComponent(docId)}/text` : null);
 
   el.passageKicker.textContent = `Source ${n}`;
   const heading = h("h2", { class: "passage-title", id: "passage-heading" });
-  heading.append(h("span", { class: "crumb-title", text: title || path || `Source ${n}` }));
+  heading.append(h("span", { class: "crumb-title", text: title || `Source ${n}` }));
   if (section && section !== title) {
     heading.append(h("span", { class: "crumb-sep", "aria-hidden": "true", text: " › " }));
     heading.append(h("span", { class: "visually-hidden", text: ", section " }));
     heading.append(h("span", { class: "crumb-section", text: section }));
   }
   const body = [heading];
-  if (path) body.push(h("p", { class: "passage-path" }, icon(ICONS.file), h("code", { text: path })));
 
   if (cit?.support_text) {
     body.push(
@@ -563,8 +599,14 @@ function openPassage(msg, n, offset, trigger) {
     body.push(
       h(
         "a",
-        { class: "passage-link", href, target: "_blank", rel: "noopener noreferrer" },
-        "Open the source",
+        {
+          class: "passage-link",
+          href,
+          target: "_blank",
+          rel: "noopener noreferrer",
+          onclick: href.startsWith("api/") ? (ev) => openWithKey(ev, href) : null,
+        },
+        href.startsWith("api/") ? "Open the document" : "Open the source",
         icon(ICONS.link),
       ),
     );
@@ -580,6 +622,23 @@ function openPassage(msg, n, offset, trigger) {
   el.app.classList.add("has-passage");
   el.passage.scrollTop = 0;
   el.passage.focus({ preventScroll: true });
+}
+
+/** A link into ragline's API opened in a new tab: with an API key set, a plain link
+ * would not send it (401), so the text is fetched with the key and shown from a blob. */
+async function openWithKey(ev, href) {
+  if (!loadApiKey()) return; // the browser follows the link itself
+  ev.preventDefault();
+  const tab = window.open("", "_blank");
+  try {
+    const res = await fetch(href, { headers: headers() });
+    if (!res.ok) throw new Error(describeError(await httpError(res)));
+    const blob = new Blob([await res.text()], { type: "text/plain;charset=utf-8" });
+    if (tab) tab.location.href = URL.createObjectURL(blob);
+  } catch (err) {
+    tab?.close();
+    announce(`The document could not be opened: ${err?.message || err}`);
+  }
 }
 
 function closePassage(restoreFocus = true) {
@@ -675,7 +734,10 @@ async function ask(text) {
     return;
   }
   if (question.length > MAX_QUESTION) {
-    announce(`A question can have at most ${MAX_QUESTION} characters.`);
+    announce(
+      `A question can have at most ${MAX_QUESTION} characters; this one has ` +
+        `${question.length}. Shorten it and send again.`,
+    );
     return;
   }
   if (state.retryUntil > Date.now()) return;

@@ -1,9 +1,12 @@
-// Answer text to DOM: a small, safe Markdown subset (paragraphs, lists, code, bold)
+// Answer text to DOM: a small, safe Markdown subset (paragraphs, lists, code, bold,
+// italics)
 // with [n] citation markers turned into buttons. Text only ever becomes text nodes;
 // nothing the server or a model writes is parsed as HTML.
 
+// code | **bold** | [n] marker | *italics* or _italics_ (an underscore inside a word,
+// as in snake_case, is not emphasis; neither is a `*` followed by a space)
 const INLINE =
-  /(`[^`\n]+`)|(\*\*[^*\n]+?\*\*)|(\[(?:Citation\s+)?\d+(?:\s*[,;]\s*\d+)*\])/g;
+  /(`[^`\n]+`)|(\*\*[^*\n]+?\*\*)|(\[(?:Citation\s+)?\d+(?:\s*[,;]\s*\d+)*\])|(\*[^*\s](?:[^*\n]*[^*\s])?\*|(?<![\w])_[^_\s](?:[^_\n]*[^_\s])?_(?![\w]))/g;
 const NUMBERS = /\d+/g;
 const FENCE = /^\s*```/;
 const BULLET = /^\s*[-*+]\s+/;
@@ -58,6 +61,10 @@ function inline(parent, text, base, lookup) {
       const strong = document.createElement("strong");
       inline(strong, m[2].slice(2, -2), base + at + 2, lookup);
       parent.append(strong);
+    } else if (m[4]) {
+      const em = document.createElement("em");
+      inline(em, m[4].slice(1, -1), base + at + 1, lookup);
+      parent.append(em);
     } else if (!lookup) {
       parent.append(m[3]); // quoted source text: a bracket there is not our marker
     } else {
