@@ -17,8 +17,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ragline.types import Filters, Scalar
+
+if TYPE_CHECKING:
+    from ragline.store.filter_sql import Dialect
 
 #: Column name → the Python type its filter values must have. Text, list and
 #: JSON columns that make no sense as equality tests are left out.
@@ -106,6 +110,11 @@ def metadata_predicate(name: str, value: Scalar, jsonb: bool = False) -> str:
 
 
 def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
+    if isinstance(value, Mapping | list) or (isinstance(name, str) and name.startswith("$")):
+        raise ValueError(
+            f"filter {name!r}: operators ($in, $gt, $or, …) and front-matter keys are not "
+            "supported by this store yet; it takes equality on chunk fields"
+        )
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise ValueError(f"filter field {name!r} is not a valid column name")
     expected = fields.get(name)
@@ -159,6 +168,19 @@ def to_sql_predicate(
         _check_field(name, value, fields)
         parts.append(f"{name} = {sql_literal(value)}")
     return " AND ".join(parts)
+
+
+def chunk_predicate(filters: Mapping[str, Any] | None, dialect: Dialect) -> str:
+    """A chunk filter in the full syntax (:mod:`ragline.store.filter_ast`: operators,
+    ``$and/$or/$not``, any metadata key) as a SQL predicate for ``dialect``;
+    ``""`` when there is nothing to filter. Raises FilterError (a ValueError)
+    naming the key and operator."""
+    from ragline.store.filter_ast import parse  # they build on this module
+    from ragline.store.filter_sql import compile_sql
+
+    if not filters:
+        return ""
+    return compile_sql(parse(filters, CHUNK_FILTER_FIELDS), dialect)
 
 
 def sql_in_list(column: str, values: Iterable[Scalar]) -> str:
