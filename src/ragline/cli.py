@@ -21,6 +21,7 @@ from ragline.answer.i18n import llm_failure
 from ragline.engine import Ragline, parse_filter
 from ragline.errors import RaglineError
 from ragline.eval.cli import eval_command
+from ragline.filter_input import filters_from_json
 from ragline.ingest.ignore import IgnoreFileError
 from ragline.ingest.lock import IngestLockedError
 from ragline.ingest.report import IngestReport
@@ -34,7 +35,7 @@ from ragline.settings import ChunkerName, GeneratorName, Settings, invalid_setti
 from ragline.store.base import StoreError
 from ragline.store.factory import missing_index
 from ragline.tables import fit_table, fit_tail, pairs_table
-from ragline.types import Answer, SearchResult
+from ragline.types import Answer, Filters, SearchResult
 
 
 class _OneLineErrors(TyperGroup):
@@ -88,6 +89,14 @@ ModeOpt = Annotated[str | None, typer.Option("--mode", help="bm25, vector or hyb
 FilterOpt = Annotated[
     list[str] | None,
     typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
+]
+WhereOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help='A JSON metadata filter, e.g. \'{"date": {"$gte": "2024-01-01"}}\' '
+        "(operators and $and/$or/$not, see docs/search.md); ANDed with --filter.",
+    ),
 ]
 ExcludeOpt = Annotated[
     list[str] | None,
@@ -145,13 +154,20 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _search_options(
-    mode: str | None, filters: list[str] | None, top_k: int | None, expand: int | None
+    mode: str | None,
+    filters: list[str] | None,
+    top_k: int | None,
+    expand: int | None,
+    where: str | None = None,
 ) -> SearchOptions:
     """The retrieval options `search` and `ask` share, checked: a bad one exits with 2."""
     if mode is not None and mode not in get_args(SearchMode):
         raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
     try:
-        parsed = dict(parse_filter(f) for f in filters or [])
+        parsed: Filters = dict(parse_filter(f) for f in filters or [])
+        if where is not None:
+            tree = filters_from_json(where, Settings())
+            parsed = {"$and": [tree, parsed]} if parsed and tree else (tree or parsed)
     except ValueError as e:
         raise _fail(str(e)) from None
     return SearchOptions(
@@ -327,6 +343,7 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     mode: ModeOpt = None,
     filters: FilterOpt = None,
+    where: WhereOpt = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Hits to return.")] = None,
     expand: ExpandOpt = None,
     tenant: TenantOpt = None,
@@ -334,7 +351,7 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
-    options = _search_options(mode, filters, top_k, expand)
+    options = _search_options(mode, filters, top_k, expand, where)
     rag = _existing(index, tenant=tenant)
     try:
         result = rag.search(query, **options)
@@ -374,6 +391,7 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
     mode: ModeOpt = None,
     filters: FilterOpt = None,
+    where: WhereOpt = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = None,
     expand: ExpandOpt = None,
     generator: Annotated[
@@ -402,7 +420,7 @@ def ask(
     refused the request (LLM_BASE_URL; the passages are quoted instead), 2 on a
     usage or store error.
     """
-    options = _search_options(mode, filters, top_k, expand)
+    options = _search_options(mode, filters, top_k, expand, where)
     if generator not in (None, *get_args(GeneratorName)):
         names = ", ".join(get_args(GeneratorName))
         raise _fail(f"--generator must be one of {names}, not {generator!r}")

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ragline.store.filters import CHUNK_FILTER_FIELDS, INT32_FIELDS
 from ragline.types import Scalar
 
 Op = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "exists"]
@@ -196,8 +197,6 @@ def _scalar(key: str, op: str, value: Any, field: Field) -> Scalar:
                 key, op, f"expects {column.__name__}, got {type(value).__name__} {value!r}"
             )
     if isinstance(value, int) and not isinstance(value, bool):
-        from ragline.store.filters import INT32_FIELDS  # the column widths live there
-
         bits = 32 if field.name in INT32_FIELDS and column is int else 64
         # symmetric: SQL reads the lowest int64 as ``-`` applied to one past the top
         if not -(2 ** (bits - 1)) < value < 2 ** (bits - 1):
@@ -250,8 +249,6 @@ def parse(
 
     Raises :class:`FilterError` naming the key and operator at fault."""
     if columns is None:
-        from ragline.store.filters import CHUNK_FILTER_FIELDS
-
         columns = CHUNK_FILTER_FIELDS
     if filters is None:
         return None

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from ragline.store.filter_ast import RANGES, And, Cond, Node, Not, Or
-from ragline.store.filters import sql_literal
+from ragline.store.filter_ast import RANGES, And, Cond, Node, Not, Or, parse
+from ragline.store.filters import CHUNK_FILTER_FIELDS, sql_literal
 
 Dialect = Literal["datafusion", "postgres"]
 
@@ -179,8 +180,10 @@ def _compile(node: Node, dialect: Dialect) -> str:
     return _df_metadata(node)
 
 
-def as_sql(filters: Any, dialect: Dialect) -> str:
-    """A JSON filter straight to SQL (parse + compile)."""
-    from ragline.store.filter_ast import parse
-
-    return compile_sql(parse(filters), dialect)
+def chunk_predicate(filters: Mapping[str, Any] | None, dialect: Dialect) -> str:
+    """A chunk filter (any syntax of :mod:`ragline.store.filter_ast`) as a SQL
+    predicate for ``dialect``; ``""`` when there is nothing to filter. Raises
+    FilterError (a ValueError) naming the key and operator."""
+    if not filters:
+        return ""
+    return compile_sql(parse(filters, CHUNK_FILTER_FIELDS), dialect)

@@ -17,12 +17,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from ragline.types import Filters, Scalar
-
-if TYPE_CHECKING:
-    from ragline.store.filter_sql import Dialect
 
 #: Column name → the Python type its filter values must have. Text, list and
 #: JSON columns that make no sense as equality tests are left out.
@@ -168,19 +164,6 @@ def to_sql_predicate(
         _check_field(name, value, fields)
         parts.append(f"{name} = {sql_literal(value)}")
     return " AND ".join(parts)
-
-
-def chunk_predicate(filters: Mapping[str, Any] | None, dialect: Dialect) -> str:
-    """A chunk filter in the full syntax (:mod:`ragline.store.filter_ast`: operators,
-    ``$and/$or/$not``, any metadata key) as a SQL predicate for ``dialect``;
-    ``""`` when there is nothing to filter. Raises FilterError (a ValueError)
-    naming the key and operator."""
-    from ragline.store.filter_ast import parse  # they build on this module
-    from ragline.store.filter_sql import compile_sql
-
-    if not filters:
-        return ""
-    return compile_sql(parse(filters, CHUNK_FILTER_FIELDS), dialect)
 
 
 def sql_in_list(column: str, values: Iterable[Scalar]) -> str:

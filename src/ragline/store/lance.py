@@ -81,10 +81,10 @@ from ragline.store.base import (
     metadata_json,
     takes_new_dimension,
 )
+from ragline.store.filter_sql import chunk_predicate
 from ragline.store.filters import (
     DOCUMENT_FILTER_FIELDS,
     and_predicates,
-    chunk_predicate,
     sql_in_list,
     sql_literal,
     to_sql_predicate,

@@ -59,7 +59,7 @@ from ragline.store.base import (
     check_writes,
     chunk_from_row,
 )
-from ragline.store.filters import chunk_predicate
+from ragline.store.filter_sql import chunk_predicate
 from ragline.store.postgres import bm25 as pg_bm25
 from ragline.store.postgres import writes
 from ragline.store.postgres.pool import Connections, redact_url
