@@ -734,7 +734,7 @@ FILTER_CASES: list[tuple[dict[str, object], set[str]]] = [
 ]
 
 #: Stores that take operator filters; the others refuse them with a ValueError.
-OPERATOR_BACKENDS = {"lance", "postgres", "qdrant"}
+OPERATOR_BACKENDS = {"lance", "postgres", "qdrant", "falkordb"}
 
 
 def _write_filter_corpus(store: Store) -> int:
