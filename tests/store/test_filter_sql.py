@@ -138,3 +138,24 @@ def test_empty_lists(table_factory: Any, tmp_path: Path) -> None:
         .num_rows
         == 1
     )
+
+
+@settings(max_examples=80, deadline=None)
+@given(metas=st.lists(metadatas, min_size=1, max_size=6), f=filters)
+def test_sqlite_sql_matches_the_reference(metas: list[dict[str, Any]], f: dict[str, Any]) -> None:
+    """The dialect of Chroma's term index (SQLite's JSON1) against the reference."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE chunks (id TEXT, page INTEGER, metadata TEXT)")
+    db.executemany(
+        "INSERT INTO chunks VALUES (?, ?, ?)",
+        [(str(i), None, metadata_json(m)) for i, m in enumerate(metas)],
+    )
+    node = parse(f)
+    sql = f"SELECT id FROM chunks WHERE {compile_sql(node, 'sqlite')} ORDER BY CAST(id AS INTEGER)"
+    rows = [r[0] for r in db.execute(sql)]
+    expected = [
+        str(i) for i, m in enumerate(metas) if evaluate(node, {}, json.loads(metadata_json(m)))
+    ]
+    assert rows == expected, (f, metas)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from ragline.store.filter_ast import RANGES, And, Cond, Node, Not, Or, parse
 from ragline.store.filters import CHUNK_FILTER_FIELDS, sql_literal
 
-Dialect = Literal["datafusion", "postgres"]
+Dialect = Literal["datafusion", "postgres", "sqlite"]
 
 _SQL_OPS = {"eq": "=", "ne": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
@@ -143,6 +143,44 @@ def _pg_metadata(cond: Cond) -> str:
     return f"(jsonb_typeof({ref}) = 'number' AND {ref} {op} {jvalue})"
 
 
+def _sqlite_metadata(cond: Cond) -> str:
+    """SQLite's JSON1 on the JSON text: ``json_type`` keeps the tests type-strict
+    (``'true'``/``'false'`` for booleans), text compares in byte order (BINARY)."""
+    path = sql_literal(f'$."{cond.field.name}"')
+    kind = f"json_type(metadata, {path})"
+    value_of = f"json_extract(metadata, {path})"
+    scalar = f"COALESCE({kind} IN ('integer', 'real', 'text', 'true', 'false'), 0)"
+    if cond.op == "exists":
+        present = (
+            f"COALESCE({kind} <> 'null' AND NOT ({kind} = 'array' AND "
+            f"json_array_length(metadata, {path}) = 0), 0)"
+        )
+        return present if cond.value else f"NOT {present}"
+
+    def eq(value: Any) -> str:
+        if isinstance(value, bool):
+            return f"COALESCE({kind} = {sql_literal('true' if value else 'false')}, 0)"
+        if isinstance(value, int | float):
+            return (
+                f"COALESCE({kind} IN ('integer', 'real') AND {value_of} = {sql_literal(value)}, 0)"
+            )
+        return f"COALESCE({kind} = 'text' AND {value_of} = {sql_literal(value)}, 0)"
+
+    if cond.op in ("in", "nin"):
+        hits = " OR ".join(eq(v) for v in cond.value) or "0"
+        if cond.op == "in":
+            return f"({hits})"
+        return f"({scalar} AND NOT ({hits}))"
+    if cond.op == "eq":
+        return eq(cond.value)
+    if cond.op == "ne":
+        return f"({scalar} AND NOT {eq(cond.value)})"
+    value = cond.value
+    want = "'text'" if isinstance(value, str) else "'integer', 'real'"
+    compare = f"{value_of} {_SQL_OPS[cond.op]} {sql_literal(value)}"
+    return f"COALESCE({kind} IN ({want}) AND {compare}, 0)"
+
+
 def _column(cond: Cond, dialect: Dialect) -> str:
     name = cond.field.name
     if cond.op == "exists":
@@ -177,6 +215,8 @@ def _compile(node: Node, dialect: Dialect) -> str:
         return _column(node, dialect)
     if dialect == "postgres":
         return _pg_metadata(node)
+    if dialect == "sqlite":
+        return _sqlite_metadata(node)
     return _df_metadata(node)
 
 
