@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         Store,
         StoreError,
     )
+    from ragline.store.filter_ast import FilterError
     from ragline.store.migrate import TargetNotEmptyError
     from ragline.store.url import StoreUrlError
     from ragline.types import (
@@ -144,6 +145,7 @@ _LOCATIONS: dict[str, str] = {
     "StoreError": "ragline.store.base",
     "ModelMismatchError": "ragline.store.base",
     "StoreUrlError": "ragline.store.url",
+    "FilterError": "ragline.store.filter_ast",
     "TargetNotEmptyError": "ragline.store.migrate",
     "GenerationError": "ragline.answer.generators.base",
     "GenerationDeadline": "ragline.answer.generators.base",
@@ -175,6 +177,7 @@ __all__ = [
     "FetchError",
     "FieldBoosts",
     "FileFailure",
+    "FilterError",
     "Filters",
     "Fused",
     "GenerationDeadline",
