@@ -69,12 +69,32 @@ def test_search_human_output_and_filters(index: Path) -> None:
     assert "bm25:" in result.stdout
 
 
+def test_search_where_takes_the_json_filter_syntax(index: Path) -> None:
+    def hits(*extra: str) -> list[dict[str, object]]:
+        args = ["search", "reindex with another model", "--index", str(index), "--json"]
+        result = runner.invoke(app, [*args, "--mode", "bm25", *extra])
+        assert result.exit_code == 0, result.output
+        found: list[dict[str, object]] = json.loads(result.stdout)["hits"]
+        return found
+
+    code = hits("--where", '{"$or": [{"has_code": true}, {"page": {"$gte": 1}}]}')
+    assert code and {h["doc_id"] for h in code} <= {
+        h["doc_id"] for h in hits("--filter", "has_code=true")
+    }
+    assert hits("--where", '{"$not": {"has_code": true}}', "--filter", "has_code=true") == []
+    both = hits("--where", '{"language": {"$in": ["en", "de"]}}', "--filter", "has_code=true")
+    assert [h["id"] for h in both] == [h["id"] for h in hits("--filter", "has_code=true")]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["search", "x y z", "--filter", "has_code=maybe"], "has_code"),
         (["search", "x y z", "--filter", "nokey"], "key=value"),
         (["search", "x y z", "--mode", "fuzzy"], "--mode"),
+        (["search", "x y z", "--where", "{oops"], "--where: not JSON"),
+        (["search", "x y z", "--where", '{"page": {"$gt": true}}'], "'page' $gt"),
+        (["ask", "x y z", "--where", '{"$xor": []}'], "'$xor' $xor: unknown operator"),
         (["ingest", "/nonexistent/folder"], "no such file"),
         (["ingest", ".", "--chunker", "words"], "--chunker"),
     ],

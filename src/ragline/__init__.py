@@ -91,6 +91,7 @@ if TYPE_CHECKING:
         Store,
         StoreError,
     )
+    from ragline.store.filter_ast import FilterError
     from ragline.store.migrate import TargetNotEmptyError
     from ragline.store.url import StoreUrlError
     from ragline.types import (
@@ -176,6 +177,7 @@ _LOCATIONS: dict[str, str] = {
     "StoreError": "ragline.store.base",
     "ModelMismatchError": "ragline.store.base",
     "StoreUrlError": "ragline.store.url",
+    "FilterError": "ragline.store.filter_ast",
     "TargetNotEmptyError": "ragline.store.migrate",
     "GenerationError": "ragline.answer.generators.base",
     "GenerationDeadline": "ragline.answer.generators.base",
@@ -207,6 +209,7 @@ __all__ = [
     "FetchError",
     "FieldBoosts",
     "FileFailure",
+    "FilterError",
     "Filters",
     "Fused",
     "GenerationDeadline",

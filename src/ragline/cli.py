@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ragline.ingest.report import IngestReport
     from ragline.ingest.sync import IngestProgress
     from ragline.settings import ChunkerName
-    from ragline.types import Answer, SearchResult
+    from ragline.types import Answer, Filters, SearchResult
 
 
 class _OneLineErrors(TyperGroup):
@@ -101,6 +101,14 @@ ModeOpt = Annotated[str | None, typer.Option("--mode", help="bm25, vector or hyb
 FilterOpt = Annotated[
     list[str] | None,
     typer.Option("--filter", help="key=value on chunk metadata; repeatable."),
+]
+WhereOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help='A JSON metadata filter, e.g. \'{"date": {"$gte": "2024-01-01"}}\' '
+        "(operators and $and/$or/$not, see docs/search.md); ANDed with --filter.",
+    ),
 ]
 ExcludeOpt = Annotated[
     list[str] | None,
@@ -221,7 +229,11 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _search_options(
-    mode: str | None, filters: list[str] | None, top_k: int | None, expand: int | None
+    mode: str | None,
+    filters: list[str] | None,
+    top_k: int | None,
+    expand: int | None,
+    where: str | None = None,
 ) -> SearchOptions:
     """The retrieval options `search` and `ask` share, checked: a bad one exits with 2."""
     from ragline.engine import parse_filter
@@ -230,7 +242,13 @@ def _search_options(
     if mode is not None and mode not in get_args(SearchMode):
         raise _fail(f"--mode must be bm25, vector or hybrid, not {mode!r}")
     try:
-        parsed = dict(parse_filter(f) for f in filters or [])
+        parsed: Filters = dict(parse_filter(f) for f in filters or [])
+        if where is not None:
+            from ragline.filter_input import filters_from_json
+            from ragline.settings import Settings
+
+            tree = filters_from_json(where, Settings())
+            parsed = {"$and": [tree, parsed]} if parsed and tree else (tree or parsed)
     except ValueError as e:
         raise _fail(str(e)) from None
     # a TypedDict is a dict: built as one, so a search does not import the answerer
@@ -457,6 +475,7 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     mode: ModeOpt = None,
     filters: FilterOpt = None,
+    where: WhereOpt = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Hits to return.")] = None,
     expand: ExpandOpt = None,
     tenant: TenantOpt = None,
@@ -467,7 +486,7 @@ def search(
     """Ranked chunks for a query (BM25, vector or fused hybrid)."""
     from ragline.store.base import StoreError
 
-    options = _search_options(mode, filters, top_k, expand)
+    options = _search_options(mode, filters, top_k, expand, where)
     rag = _existing(index, tenant=tenant)
     try:
         result = rag.search(query, **options)
@@ -505,6 +524,7 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
     mode: ModeOpt = None,
     filters: FilterOpt = None,
+    where: WhereOpt = None,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = None,
     expand: ExpandOpt = None,
     generator: Annotated[
@@ -538,7 +558,7 @@ def ask(
     from ragline.settings import GeneratorName
     from ragline.store.base import StoreError
 
-    options = _search_options(mode, filters, top_k, expand)
+    options = _search_options(mode, filters, top_k, expand, where)
     if generator not in (None, *get_args(GeneratorName)):
         names = ", ".join(get_args(GeneratorName))
         raise _fail(f"--generator must be one of {names}, not {generator!r}")

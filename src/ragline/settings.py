@@ -818,7 +818,9 @@ class Settings(BaseSettings):
     max_results_limit: int = Field(
         10, ge=1, le=1000, description="Largest max_results an API request may ask for."
     )
-    max_filters: int = Field(16, ge=0, le=256, description="Filters one API request may set.")
+    max_filters: int = Field(
+        16, ge=0, le=256, description="Filter conditions one API request may set."
+    )
     max_chat_messages: int = Field(
         100, ge=1, le=10_000, description="Messages one /v1/chat/completions request may carry."
     )
@@ -858,6 +860,13 @@ class Settings(BaseSettings):
         "text",
         description="How ragline's log lines are written: text, or json (one JSON object per "
         "line; under `ragline serve` uvicorn's lines too).",
+    )
+    max_filter_values: int = Field(
+        256,
+        ge=0,
+        le=100_000,
+        description="Values one API request's filters may compare against ($in lists "
+        "count each value): each becomes a test the store runs on every candidate row.",
     )
 
     @model_validator(mode="after")

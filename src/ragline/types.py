@@ -13,7 +13,9 @@ from typing import Any
 
 #: Metadata values a filter can match on (stores push these down as equality tests).
 Scalar = str | int | float | bool
-Filters = dict[str, Scalar]
+#: A metadata filter: ``{key: value}`` equality, or the JSON operator syntax of
+#: :mod:`ragline.store.filter_ast` (``{"year": {"$gte": 2020}}``, ``$or``, …).
+Filters = dict[str, Any]
 
 
 class BlockKind(StrEnum):

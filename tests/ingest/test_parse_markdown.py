@@ -125,6 +125,19 @@ def test_front_matter_is_metadata_and_out_of_the_body() -> None:
     check_spans(doc)
 
 
+def test_front_matter_timestamps_are_stored_in_utc() -> None:
+    """Metadata filters compare timestamps as text: one zone makes text order time order."""
+    src = (
+        "---\nat: 2024-05-01T12:30:00+02:00\nnaive: 2024-05-01 08:00:00\nday: 2024-05-01\n---\nx\n"
+    )
+    doc = parse_markdown(src, "fm.md")
+    assert doc.metadata == {
+        "at": "2024-05-01T10:30:00+00:00",
+        "naive": "2024-05-01T08:00:00+00:00",
+        "day": "2024-05-01",
+    }
+
+
 def test_broken_front_matter_names_file_and_line() -> None:
     src = "---\ntitle: ok\nbad: [unclosed\nother: 1\n---\ntext\n"
     with pytest.raises(IngestError) as info:

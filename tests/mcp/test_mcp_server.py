@@ -279,3 +279,37 @@ def test_http_refuses_calls_without_a_valid_key(served: Served) -> None:
         timeout=30,
     )
     assert bad.status_code == 401 and "not valid" in bad.json()["message"]
+
+
+def test_http_search_takes_filters_within_the_keys_tenant(index: Index, served: Served) -> None:
+    """The search tool's filters argument: the JSON syntax of the HTTP API, checked by
+    the same parser, and ANDed with the key's tenant (an $or naming another tenant
+    cannot widen it)."""
+    _, fog, escape, bad, none = anyio.run(
+        _http_calls,
+        served.url,
+        index.keys["alpha"],
+        [
+            (
+                "search",
+                {
+                    "query": "keeper foghorn lamp",
+                    "filters": {"title": {"$in": ["Lighthouse keeping", "x"]}},
+                },
+            ),
+            (
+                "search",
+                {
+                    "query": "marmalade codeword",
+                    "filters": {"$or": [{"tenant": "beta"}, {"section": {"$exists": True}}]},
+                },
+            ),
+            ("search", {"query": "fog", "filters": {"section": {"$gt": True}}}),
+            ("search", {"query": "fog", "filters": {"title": {"$ne": "Lighthouse keeping"}}}),
+        ],
+    )
+    hits = fog.structured_content["hits"]
+    assert hits and {h["title"] for h in hits} == {"Lighthouse keeping"}
+    assert {h["tenant"] for h in escape.structured_content["hits"]} <= {"alpha"}
+    assert not none.is_error and none.structured_content["hits"] == []
+    assert bad.is_error and "'section' $gt" in bad.content[0].text

@@ -134,3 +134,43 @@ def test_most_negative_64_bit_filter_is_a_400_not_a_503(docs_server: LiveServer,
             assert r.json()["field"] == f"filters.{key}" and "range" in r.json()["message"]
         ok = c.post("/api/search", json={"query": "what is rrf?", "filters": {key: -(2**63) + 1}})
         assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.parametrize(
+    ("filters", "field", "words"),
+    [
+        (
+            {"version": {"$like": "2"}},
+            "filters.version",
+            ["'version'", "$like", "unknown operator"],
+        ),
+        ({"$or": [{"date": {"$gt": True}}]}, "filters.date", ["'date'", "$gt", "booleans"]),
+        ({"page": {"$in": 3}}, "filters.page", ["'page'", "$in", "list"]),
+        ({"has_code": {"$ne": "yes"}}, "filters.has_code", ["'has_code'", "$ne", "bool"]),
+        ({"$nor": [{"a": 1}]}, "filters", ["'$nor'", "unknown operator"]),
+        ({"$not": []}, "filters", ["'$not'", "one filter object"]),
+        ({"tags": ["a"]}, "filters.tags", ["'tags'", "$in"]),
+        ({"bad key": 1}, "filters.bad key", ["'bad key'", "metadata key"]),
+    ],
+)
+def test_invalid_filter_is_a_400_naming_key_and_operator(
+    docs_server: LiveServer, filters: dict[str, object], field: str, words: list[str]
+) -> None:
+    with docs_server.client() as c:
+        for path, q in (("/api/search", "query"), ("/api/query", "question")):
+            r = c.post(path, json={q: "what is rrf?", "filters": filters})
+            assert r.status_code == 400, r.text
+            body = r.json()
+            assert body["field"] == field, body
+            assert all(w in body["message"] for w in words), body
+            assert not INTERNALS.search(r.text)
+
+
+def test_too_many_filter_conditions_or_values_is_a_400(docs_server: LiveServer) -> None:
+    with docs_server.client() as c:
+        many = {"$or": [{"chapter": f"c{i}"} for i in range(17)]}
+        r = c.post("/api/search", json={"query": "rrf", "filters": many})
+        assert r.status_code == 400 and "conditions" in r.json()["message"]
+        values = {"chapter": {"$in": [f"c{i}" for i in range(257)]}}
+        r = c.post("/api/search", json={"query": "rrf", "filters": values})
+        assert r.status_code == 400 and "256 values" in r.json()["message"]

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from ragline.answer.answerer import SearchOptions
 from ragline.engine import Ragline
+from ragline.filter_input import request_filters
 from ragline.mcp.tools import ask_payload, chunk_payload, document_payload, search_payload
 from ragline.store.base import StoreError
 from ragline.types import Answer, DocumentRecord, SearchResult
@@ -119,10 +120,13 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
         name, instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING"
     )
 
-    def options(tenant: str, top_k: int | None, mode: Mode | None) -> SearchOptions:
+    def options(
+        tenant: str, top_k: int | None, mode: Mode | None, filters: dict[str, Any] | None = None
+    ) -> SearchOptions:
         if top_k is not None:
             top_k = check_range(top_k, "top_k", low=1, high=settings.max_results_limit)
-        return SearchOptions(mode=mode, top_k=top_k, filters={"tenant": tenant})
+        scope = request_filters(filters, settings, tenant)  # the caller's tenant, always
+        return SearchOptions(mode=mode, top_k=top_k, filters=scope)
 
     def text(value: str, field: str) -> str:
         return clean_field(
@@ -173,15 +177,22 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
 
     @server.tool()
     async def search(
-        query: str, ctx: Context, top_k: int | None = None, mode: Mode | None = None
+        query: str,
+        ctx: Context,
+        top_k: int | None = None,
+        mode: Mode | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Ranked passages for a query (hybrid BM25 + vector search by default); each hit
-        has its chunk_id, doc_id, title > section, source URL or path, score and snippet."""
+        has its chunk_id, doc_id, title > section, source URL or path, score and snippet.
+        'filters' narrows the search by chunk fields and front-matter keys, e.g.
+        {"date": {"$gte": "2024-01-01"}, "$or": [{"draft": false}, {"version": 3}]}
+        (operators $eq $ne $in $nin $gt $gte $lt $lte $exists, $and/$or/$not)."""
         tenant = backend.tenant(ctx)
 
         def go() -> dict[str, Any]:
             q = text(query, "query")
-            found = rag.search(q, **options(tenant, top_k, mode))
+            found = rag.search(q, **options(tenant, top_k, mode, filters))
             backend.record(ctx, "search", q, found)
             return search_payload(found, settings.mcp_snippet_chars)
 
@@ -195,17 +206,20 @@ def build_server(backend: ToolBackend, name: str = "ragline") -> MCPServer:
         top_k: int | None = None,
         mode: Mode | None = None,
         history: list[Turn] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A grounded answer with [n] citations: each citation names its source and the
         span of the supporting sentence; 'confidence' says how far to trust it. When the
         collection does not cover the question, the answer says so (metadata.fallback).
         'history' holds the conversation so far (oldest first), for a follow-up
-        question; metadata.search_query shows what was searched."""
+        question; metadata.search_query shows what was searched. 'filters' narrows the
+        search as in the search tool."""
         tenant = backend.tenant(ctx)
 
         def go() -> dict[str, Any]:
             q = text(question, "question")
-            answer = backend.answer(tenant, q, turns(history), options(tenant, top_k, mode))
+            scope = options(tenant, top_k, mode, filters)
+            answer = backend.answer(tenant, q, turns(history), scope)
             backend.record(ctx, "ask", q, answer)
             return ask_payload(answer)
 

@@ -210,7 +210,8 @@ class Retriever:
         """The ``top_k`` best chunks for ``query`` (plus neighbours when expanding).
 
         ``mode`` defaults to hybrid when ``HYBRID_SEARCH_ENABLED``, else vector;
-        ``filters`` are equality tests pushed down to the store, and the settings'
+        ``filters`` (:mod:`ragline.store.filter_ast`) are pushed down to the store, and
+        the settings'
         tenant is added unless they name one; ``expand`` adds that many chunks
         before/after each hit (default ``settings.expand_neighbours``), and
         ``settings.expand_section`` the rest of each hit's section; an explicit

@@ -30,6 +30,7 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
         schemas = doc.get("components", {}).get("schemas", {})
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
+        schemas["MetadataFilter"] = filter_component()
         q_limits: dict[str, Any] = {
             "minLength": settings.min_question_chars,
             "maxLength": settings.max_question_chars,
@@ -122,23 +123,84 @@ def _chat_limits(schemas: dict[str, Any], settings: Settings, q_limits: dict[str
         }
 
 
+_SCALAR_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "pattern": "^[^\\u0000]*$"},
+        {"type": "number"},
+        {"type": "boolean"},
+    ]
+}
+#: Text a range operator compares: ASCII without quotes or backslashes.
+_RANGE_TEXT = {"type": "string", "pattern": "^[ !#-\\[\\]-~]*$"}
+FILTER_REF = "#/components/schemas/MetadataFilter"
+
+
+def _column_value(name: str, kind: type) -> dict[str, Any]:
+    if kind is bool:
+        return {"type": "boolean"}
+    if kind is int:
+        bits = 32 if name in INT32_FIELDS else 64
+        return {
+            "type": "integer",
+            "minimum": -(2 ** (bits - 1)) + 1,
+            "maximum": 2 ** (bits - 1) - 1,
+        }
+    return {"type": "string", "pattern": "^[^\\u0000]*$"}
+
+
+def _operators(value: dict[str, Any], ranged: dict[str, Any] | None) -> dict[str, Any]:
+    """An operator object on one key whose values follow ``value``."""
+    props: dict[str, Any] = {
+        "$eq": value,
+        "$ne": value,
+        "$in": {"type": "array", "items": value},
+        "$nin": {"type": "array", "items": value},
+        "$exists": {"type": "boolean"},
+    }
+    if ranged is not None:
+        props.update({op: ranged for op in ("$gt", "$gte", "$lt", "$lte")})
+    return {
+        "type": "object",
+        "properties": props,
+        "additionalProperties": False,
+        "minProperties": 1,
+    }
+
+
+def _key_schema(value: dict[str, Any], ranged: dict[str, Any] | None) -> dict[str, Any]:
+    return {"anyOf": [value, _operators(value, ranged)]}
+
+
 def filters_schema() -> dict[str, Any]:
-    """The filterable chunk fields and their value types, as the server checks them
-    (``tenant`` is accepted and replaced by the caller's)."""
+    """A filter object as the server reads it (docs/search.md): chunk fields with
+    their value types, any other key (a front-matter key) with a scalar, each
+    either as a value (equality) or an operator object; ``$and``/``$or``/``$not``
+    nest filter objects (:data:`FILTER_REF`). ``tenant`` is accepted and ANDed
+    with the caller's."""
     props: dict[str, Any] = {}
     for name, kind in CHUNK_FILTER_FIELDS.items():
-        if kind is bool:
-            props[name] = {"type": "boolean"}
-        elif kind is int:
-            bits = 32 if name in INT32_FIELDS else 64
-            props[name] = {
-                "type": "integer",
-                "minimum": -(2 ** (bits - 1)),
-                "maximum": 2 ** (bits - 1) - 1,
-            }
-        else:
-            props[name] = {"type": "string", "pattern": "^[^\\u0000]*$"}
-    return {"properties": props, "additionalProperties": False}
+        value = _column_value(name, kind)
+        ranged = None if kind is bool else (_RANGE_TEXT if kind is str else value)
+        props[name] = _key_schema(value, ranged)
+    props["$and"] = {"type": "array", "minItems": 1, "items": {"$ref": FILTER_REF}}
+    props["$or"] = {"type": "array", "minItems": 1, "items": {"$ref": FILTER_REF}}
+    props["$not"] = {"$ref": FILTER_REF}
+    number = {"type": "number", "minimum": -(2**63) + 1, "maximum": 2**63 - 1}
+    meta_value = {"anyOf": [_SCALAR_SCHEMA["anyOf"][0], number, {"type": "boolean"}]}
+    meta_ranged = {"anyOf": [_RANGE_TEXT, number]}
+    return {
+        "type": "object",
+        "properties": props,
+        "patternProperties": {
+            "^(metadata\\.)?[A-Za-z_][A-Za-z0-9_-]{0,63}$": _key_schema(meta_value, meta_ranged)
+        },
+        "additionalProperties": False,
+    }
+
+
+def filter_component() -> dict[str, Any]:
+    """The nested filter object (:data:`FILTER_REF`): a filter with at least one key."""
+    return {**filters_schema(), "minProperties": 1}
 
 
 def text_pattern(min_chars: int) -> str:

@@ -9,8 +9,11 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
-from ragline.types import Chunk, Hit, Scalar
+from ragline.store.filter_ast import evaluate, parse
+from ragline.store.filters import CHUNK_FILTER_FIELDS
+from ragline.types import Chunk, Hit
 
 _WORD = re.compile(r"\w+")
 
@@ -31,8 +34,11 @@ def overlap_rank(query: str, chunks: list[Chunk], k: int) -> list[Hit]:
     return [Hit(chunk=c, score=s, rank=i + 1) for i, (s, c) in enumerate(scored[:k])]
 
 
-def matches(chunk: Chunk, filters: Mapping[str, Scalar]) -> bool:
-    return all(getattr(chunk, key, None) == value for key, value in filters.items())
+def matches(chunk: Chunk, filters: Mapping[str, Any]) -> bool:
+    """Whether ``chunk`` passes ``filters`` (validated by the request already), as the
+    store would decide."""
+    row = {name: getattr(chunk, name, None) for name in CHUNK_FILTER_FIELDS}
+    return evaluate(parse(filters), row, chunk.metadata)
 
 
 class PopularChunks:
@@ -62,7 +68,7 @@ class PopularChunks:
                     chunks = self._chunks[tenant]
                     self._chunks[tenant] = {i: chunks[i] for i in keep}
 
-    def search(self, query: str, k: int, filters: Mapping[str, Scalar]) -> list[Hit]:
+    def search(self, query: str, k: int, filters: Mapping[str, Any]) -> list[Hit]:
         tenant = str(filters.get("tenant", ""))
         with self._lock:
             counts = self._counts.get(tenant, Counter())

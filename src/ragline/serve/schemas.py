@@ -38,10 +38,11 @@ class SearchRequest(BaseModel):
     )
     max_results: int | None = Field(None, description="Hits to return (default 10).")
     mode: SearchModeName | None = Field(None, description="bm25, vector or hybrid (default).")
-    filters: dict[str, FilterValue] | None = Field(
+    filters: dict[str, Any] | None = Field(
         None,
-        description="Equality filters on chunk metadata (chapter, has_code, …); the "
-        "tenant filter is always the caller's.",
+        description="Metadata filters: chunk fields and front-matter keys, as values "
+        "(equality) or operators ($eq $ne $in $nin $gt $gte $lt $lte $exists) combined "
+        "with $and/$or/$not (docs/search.md); the tenant filter is always the caller's.",
     )
 
 
@@ -73,7 +74,7 @@ class QueryRequest(BaseModel):
     selected_text: str | None = Field(None, description="Alias of context (seed 002).")
     max_results: int | None = Field(None, description="Chunks to retrieve (default 10).")
     mode: SearchModeName | None = None
-    filters: dict[str, FilterValue] | None = None
+    filters: dict[str, Any] | None = None
     conversation_id: str | None = Field(
         None,
         pattern=ID_PATTERN,

@@ -1,4 +1,10 @@
-"""Metadata filters → SQL predicates that stores push down to their engine.
+"""Equality filters → SQL predicates that stores push down to their engine.
+
+Chunk filters in the full syntax (operators, ``$and/$or/$not``, front-matter
+keys) are parsed by :mod:`ragline.store.filter_ast` and compiled by
+:mod:`ragline.store.filter_sql` (and each store's own compiler); this module keeps
+the column registry, literal escaping and the equality form documents and
+Chroma's ``where`` use.
 
 A filter is a dict of equality tests (``{"tenant": "acme", "has_code": True}``).
 Stores hand the predicate to their engine as a pre-filter (LanceDB ``where``,
@@ -106,6 +112,11 @@ def metadata_predicate(name: str, value: Scalar, jsonb: bool = False) -> str:
 
 
 def _check_field(name: str, value: Scalar, fields: Mapping[str, type]) -> None:
+    if isinstance(value, Mapping | list) or (isinstance(name, str) and name.startswith("$")):
+        raise ValueError(
+            f"filter {name!r}: operators ($in, $gt, $or, …) are for chunk filters; "
+            "this one takes equality on its fields"
+        )
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise ValueError(f"filter field {name!r} is not a valid column name")
     expected = fields.get(name)

@@ -81,6 +81,7 @@ from ragline.store.base import (
     metadata_json,
     takes_new_dimension,
 )
+from ragline.store.filter_sql import chunk_predicate
 from ragline.store.filters import (
     DOCUMENT_FILTER_FIELDS,
     and_predicates,
@@ -763,7 +764,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         return sorted(arrow_to_chunks(rows), key=lambda c: c.chunk_index)
 
     def count_chunks(self, filters: Filters | None = None) -> int:
-        pred = to_sql_predicate(filters)
+        pred = chunk_predicate(filters, "datafusion")
         return int(_run(self._table().count_rows(pred or None)))
 
     def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
@@ -789,13 +790,13 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         snap = self._mirrored() if k > 0 else None
         if snap is None:
             search = self._vector_query(
-                q, k, to_sql_predicate(filters), [*CHUNK_COLUMNS, "_distance"]
+                q, k, chunk_predicate(filters, "datafusion"), [*CHUNK_COLUMNS, "_distance"]
             )
             rows = _rows(search)
             chunks = {} if rows is None else {c.id: c for c in arrow_to_chunks(rows)}
             pairs = _cosine_pairs(rows)
         else:  # one snapshot for the ranking and the rows
-            pairs = self._mirror_vector(snap, q, k, to_sql_predicate(filters))
+            pairs = self._mirror_vector(snap, q, k, chunk_predicate(filters, "datafusion"))
             chunks = self._snapshot_chunks(snap, [i for i, _ in pairs])
         return [Hit(chunk=chunks[i], score=s, vector_score=s) for i, s in pairs if i in chunks]
 
@@ -806,7 +807,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         filters: Filters | None = None,
         boosts: FieldBoosts | None = None,
     ) -> list[Hit]:
-        pred = to_sql_predicate(filters)
+        pred = chunk_predicate(filters, "datafusion")
         snap = self._mirrored() if k > 0 else None
         if snap is None:
             rows = _rows(self._keyword_query(query, k, pred, boosts, [*CHUNK_COLUMNS, "_score"]))
@@ -822,7 +823,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
     ) -> list[tuple[str, float]]:
         """Top-k (chunk id, cosine): exact, from the in-process mirror when it is on."""
         q = self._check_query_vector(query)
-        pred = to_sql_predicate(filters)
+        pred = chunk_predicate(filters, "datafusion")
         mirrored = self._mirrored() if k > 0 else None
         if mirrored is None:
             return _cosine_pairs(_rows(self._vector_query(q, k, pred, ["id", "_distance"])))
@@ -836,7 +837,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         boosts: FieldBoosts | None = None,
     ) -> list[tuple[str, float]]:
         """Top-k (chunk id, BM25 score), from the in-process mirror when it is on."""
-        pred = to_sql_predicate(filters)
+        pred = chunk_predicate(filters, "datafusion")
         mirrored = self._mirrored() if k > 0 else None
         if mirrored is None:
             search = self._keyword_query(query, k, pred, boosts, ["id", "_score"])
@@ -856,7 +857,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         the other (in-process, no I/O); on LanceDB's own queries concurrently on its
         loop in one hop, so their times overlap."""
         q = self._check_query_vector(query_vector)
-        pred = to_sql_predicate(filters)
+        pred = chunk_predicate(filters, "datafusion")
         t0 = time.perf_counter()  # a refresh of the mirror counts as vector time
         mirrored = self._mirrored() if k > 0 else None
         if mirrored is not None:
@@ -897,7 +898,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         thread while this one runs BM25, unless another search is in flight
         (:mod:`ragline.store.stages`); each stage then reports its own time."""
         q = self._check_query_vector(query_vector)
-        pred = to_sql_predicate(filters)
+        pred = chunk_predicate(filters, "datafusion")
         t0 = time.perf_counter()  # a refresh of the mirror and the mask count as vector time
         snap = self._mirrored() if k > 0 else None
         if snap is None:

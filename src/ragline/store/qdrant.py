@@ -76,6 +76,7 @@ from ragline.store.base import (
     metadata_json,
     takes_new_dimension,
 )
+from ragline.store.filter_qdrant import chunk_filter, front_matter_payload
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
@@ -115,9 +116,12 @@ def document_point_id(doc_id: str) -> str:
 def to_qdrant_filter(
     filters: Filters | None, fields: Mapping[str, type] = CHUNK_FILTER_FIELDS
 ) -> models.Filter | None:
-    """ragline's equality filters as a Qdrant filter (validated like the SQL ones)."""
+    """ragline's filters as a Qdrant filter: a chunk filter in the full syntax
+    (:mod:`ragline.store.filter_qdrant`), a document filter as equality tests."""
     if not filters:
         return None
+    if fields is CHUNK_FILTER_FIELDS:
+        return chunk_filter(filters)
     to_sql_predicate(filters, fields)  # ValueError naming a bad field or value type
     return models.Filter(
         must=[
@@ -162,6 +166,7 @@ def _chunk_payload(chunk: Chunk, write_id: str, lengths: Mapping[str, int]) -> d
     payload["metadata"] = metadata_json(chunk.metadata)
     if isinstance(chunk.metadata.get("language"), str):  # the ``language`` filter's key
         payload["language"] = chunk.metadata["language"]
+    payload.update(front_matter_payload(chunk.metadata))  # what metadata filters read
     payload["write"] = write_id
     payload["bm25_len"] = dict(lengths)
     return payload

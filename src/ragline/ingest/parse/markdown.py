@@ -224,8 +224,13 @@ def _front_matter(content: str, source: str) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    """YAML dates and odd keys made JSON-safe, since metadata is stored as JSON."""
-    if isinstance(value, dt.date | dt.datetime):
+    """YAML dates and odd keys made JSON-safe, since metadata is stored as JSON. A
+    timestamp is written in UTC (``+00:00``; a naive one is read as UTC) so that
+    metadata filters compare timestamps in their text order (docs/search.md)."""
+    if isinstance(value, dt.datetime):
+        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return stamp.astimezone(dt.UTC).isoformat()
+    if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}

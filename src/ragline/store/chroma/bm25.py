@@ -27,7 +27,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ragline.store.base import metadata_json
-from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
+from ragline.store.filter_sql import chunk_predicate
+from ragline.store.filters import CHUNK_FILTER_FIELDS
 from ragline.text import bm25
 from ragline.types import Chunk, FieldBoosts, Filters
 
@@ -151,7 +152,7 @@ class TermIndex:
         boosts: FieldBoosts | None = None,
     ) -> list[tuple[str, float]]:
         """Top-k (chunk id, BM25) pairs, best first (ties by id); filters pushed down."""
-        predicate = to_sql_predicate(filters)  # ValueError naming a bad field
+        predicate = chunk_predicate(filters, "sqlite")  # ValueError naming a bad field
         counts = bm25.query_counts(query)
         b = boosts or FieldBoosts()
         weights = dict(zip(bm25.KEYWORD_FIELDS, (b.title, b.headings, b.text), strict=True))
@@ -201,13 +202,20 @@ class TermIndex:
 
     def passing(self, ids: Sequence[str], filters: Filters) -> set[str]:
         """Those of ``ids`` whose chunk passes ``filters`` (for post-filtering ANN hits)."""
-        predicate = to_sql_predicate(filters)
+        predicate = chunk_predicate(filters, "sqlite") or "1"
         if not ids:
             return set()
         marks = ", ".join("?" * len(ids))
         sql = f"SELECT id FROM chunks WHERE id IN ({marks}) AND ({predicate})"
         with self._lock:
             return {str(r[0]) for r in self._db.execute(sql, list(ids))}
+
+    def count_passing(self, filters: Filters) -> int:
+        """Chunks that pass ``filters`` (the filters Chroma's ``where`` cannot say)."""
+        predicate = chunk_predicate(filters, "sqlite") or "1"
+        with self._lock:
+            row = self._db.execute(f"SELECT count(*) FROM chunks WHERE {predicate}").fetchone()
+        return int(row[0])
 
     def count(self) -> int:
         with self._lock:

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row, metadata_json
+from ragline.store.filter_ast import conditions, is_equality, parse
 from ragline.store.filters import CHUNK_FILTER_FIELDS, CHUNK_METADATA_FILTERS, to_sql_predicate
 from ragline.types import Chunk, Filters
 
@@ -42,9 +43,27 @@ def make_client(location: str | Path) -> Any:
     return chromadb.PersistentClient(path=str(path), settings=options)
 
 
+def in_chroma(filters: Filters | Mapping[str, Any] | None) -> bool:
+    """Whether Chroma's ``where`` says ``filters`` as they are: equality on chunk
+    fields and ``language`` (the keys a record's metadata has). Raises FilterError
+    (a ValueError naming key and operator) for a bad filter."""
+    node = parse(filters, CHUNK_FILTER_FIELDS) if filters else None
+    return is_equality(node) and all(
+        c.field.column is not None
+        or (
+            c.field.name in CHUNK_METADATA_FILTERS
+            and isinstance(c.value, str)
+            and bool(CHUNK_METADATA_FILTERS[c.field.name].match(c.value))
+        )
+        for c in conditions(node)
+    )
+
+
 def to_where(filters: Filters | Mapping[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
-    """ragline's equality filters (validated like the SQL ones) plus ``extra``
-    conditions (already in Chroma's form) as one Chroma ``where``."""
+    """ragline's equality filters (:func:`in_chroma`) plus ``extra`` conditions
+    (already in Chroma's form) as one Chroma ``where``."""
+    if filters and not in_chroma(filters):
+        raise ValueError("Chroma's where cannot say this filter; the term index answers it")
     if filters:
         to_sql_predicate(dict(filters), CHUNK_FILTER_FIELDS)  # ValueError naming the field
     parts: list[dict[str, Any]] = [{k: v} for k, v in sorted((filters or {}).items())]

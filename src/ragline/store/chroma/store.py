@@ -64,7 +64,13 @@ from ragline.store.base import (
     takes_new_dimension,
 )
 from ragline.store.chroma.bm25 import TermIndex
-from ragline.store.chroma.client import chunk_metadata, make_client, metadata_chunk, to_where
+from ragline.store.chroma.client import (
+    chunk_metadata,
+    in_chroma,
+    make_client,
+    metadata_chunk,
+    to_where,
+)
 from ragline.store.chroma.journal import Journal
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS, to_sql_predicate
 from ragline.text import bm25
@@ -440,6 +446,8 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
             col = self._chunks(self._fresh().chunks)
             if not filters:
                 return int(self._call("count", col.count))
+            if not in_chroma(filters):  # the term index holds every chunk's metadata
+                return self._terms(self._state).count_passing(filters)
             got = self._call("count", col.get, where=to_where(filters), include=[])
             return len(got["ids"])
 
@@ -468,15 +476,22 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
         """
         if k <= 0:
             return []
-        to_where(filters)  # a bad filter fails before any search
+        chroma_says_it = in_chroma(filters)  # a bad filter fails before any search
         if filters:
             n = k * self.oversample
-            pairs = self._pairs(self._query_vector(query, n, None, []))
-            with self._lock:
-                allowed = self._terms(self._state).passing([cid for cid, _ in pairs], filters)
-            kept = [p for p in pairs if p[0] in allowed]
-            if len(kept) >= k or len(pairs) < n:
-                return kept[:k]
+            while True:
+                pairs = self._pairs(self._query_vector(query, n, None, []))
+                with self._lock:
+                    terms = self._terms(self._state)
+                    allowed = terms.passing([cid for cid, _ in pairs], filters)
+                kept = [p for p in pairs if p[0] in allowed]
+                if len(kept) >= k or len(pairs) < n:
+                    return kept[:k]
+                if chroma_says_it:
+                    break
+                # Chroma's where has no $not/$exists/front matter: widen the pool
+                # until k pass or the whole collection was ranked (exact either way)
+                n *= 4
         return self._pairs(self._query_vector(query, k, filters, []))
 
     @staticmethod
@@ -524,7 +539,7 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
     ) -> list[tuple[str, float]]:
         if k <= 0:
             return []
-        to_where(filters)  # refuse a bad filter even when the query has no term
+        in_chroma(filters)  # refuse a bad filter even when the query has no term
         with self._lock:
             return self._terms().search(query[:_MAX_QUERY_CHARS], k, filters, boosts)
 

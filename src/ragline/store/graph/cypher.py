@@ -26,7 +26,7 @@ from typing import Any
 
 from ragline.store.base import CHUNK_COLUMNS, DOCUMENT_COLUMNS
 from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
-from ragline.types import Scalar
+from ragline.store.graph.filters import chunk_where
 
 #: The chunk's stored columns, in CHUNK_COLUMNS order (never the embedding: it is
 #: big and most reads do not need it).
@@ -212,17 +212,20 @@ def fill(template: str, where: str = "", rows: str = "", window: int = 1) -> str
 
 
 def where_clause(
-    filters: Mapping[str, Scalar] | None,
+    filters: Mapping[str, Any] | None,
     var: str = "c",
     fields: Mapping[str, type] = CHUNK_FILTER_FIELDS,
     extra: str = "",
 ) -> tuple[str, dict[str, Any]]:
     """``WHERE var.field = $f_field AND …`` with its parameters (names and value
     types checked like the SQL filters; values only ever travel as parameters)."""
-    if filters:
-        to_sql_predicate(dict(filters), fields)  # ValueError naming a bad field
-    params: dict[str, Any] = {f"f_{name}": value for name, value in sorted((filters or {}).items())}
-    tests = [f"{var}.{name} = $f_{name}" for name in sorted(filters or {})]
+    if fields is CHUNK_FILTER_FIELDS:  # the full syntax (ragline.store.graph.filters)
+        tests, params = chunk_where(filters, var)
+    else:
+        if filters:
+            to_sql_predicate(dict(filters), fields)  # ValueError naming a bad field
+        params = {f"f_{name}": value for name, value in sorted((filters or {}).items())}
+        tests = [f"{var}.{name} = $f_{name}" for name in sorted(filters or {})]
     if extra:
         tests.append(extra)
     return ("WHERE " + " AND ".join(tests) if tests else ""), params

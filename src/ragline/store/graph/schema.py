@@ -16,6 +16,7 @@ from typing import Any
 from ragline.embed.base import ModelFingerprint
 from ragline.store.base import CHUNK_COLUMNS, StoreError, chunk_from_row, metadata_json
 from ragline.store.filters import CHUNK_METADATA_FILTERS
+from ragline.store.graph.filters import front_matter_properties
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
@@ -42,6 +43,7 @@ def chunk_row(chunk: Chunk, vector: Sequence[float]) -> dict[str, Any]:
     for name in CHUNK_METADATA_FILTERS:  # filterable metadata keys as their own properties
         if isinstance(chunk.metadata.get(name), str):
             props[name] = chunk.metadata[name]
+    props.update(front_matter_properties(chunk.metadata))  # what metadata filters read
     terms = bm25.chunk_terms(chunk)
     props["headings"] = bm25.chunk_fields(chunk)["headings"]
     postings: list[list[Any]] = []

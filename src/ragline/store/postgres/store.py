@@ -59,7 +59,7 @@ from ragline.store.base import (
     check_writes,
     chunk_from_row,
 )
-from ragline.store.filters import to_sql_predicate
+from ragline.store.filter_sql import chunk_predicate
 from ragline.store.postgres import bm25 as pg_bm25
 from ragline.store.postgres import writes
 from ragline.store.postgres.pool import Connections, redact_url
@@ -382,7 +382,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         return self._run(read, f"reading chunks of document {doc_id!r}", read=True)
 
     def count_chunks(self, filters: Filters | None = None) -> int:
-        pred = to_sql_predicate(filters, jsonb=True)
+        pred = chunk_predicate(filters, "postgres")
         where = f" WHERE {pred}" if pred else ""
 
         def read(conn: psycopg.Connection[Any]) -> int:
@@ -423,7 +423,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
             raise StoreError(f"query vector has dimension {q.shape[0]} but the index stores {dim}")
         if not np.isfinite(q).all():
             raise StoreError("query vector contains NaN or infinite values")
-        pred = to_sql_predicate(filters, jsonb=True)
+        pred = chunk_predicate(filters, "postgres")
         extra = f" AND {pred}" if pred else ""
         sql = (
             f"SELECT ch.id, ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) "
@@ -459,7 +459,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         b = boosts or FieldBoosts()
         if max(b.title, b.headings, b.text) <= 0:
             return []
-        pred = to_sql_predicate(filters, jsonb=True)
+        pred = chunk_predicate(filters, "postgres")
 
         def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
             with conn.transaction():
