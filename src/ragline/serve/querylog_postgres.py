@@ -105,6 +105,8 @@ class PostgresQueryLog(Guarded):
         self._lock = threading.Lock()
         self._conn: Any = None
         self._last_prune = float("-inf")
+        self._label = "in PostgreSQL"
+        self._errors = (psycopg.Error,)
         try:
             with self._lock:
                 self._connection()
@@ -135,21 +137,11 @@ class PostgresQueryLog(Guarded):
             f"SELECT {', '.join(COLUMNS)} FROM {_PG_TABLE} WHERE tenant = %s "
             "ORDER BY created_at DESC, query_id DESC LIMIT %s"
         )
-        try:
-            with self._guarded():
-                records = self._connection().execute(sql, (tenant, limit)).fetchall()
-        except self._psycopg.Error as e:
-            raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
-        return [from_record(r) for r in records]
+        return [from_record(r) for r in self._query(sql, (tenant, limit))]
 
     def has_query(self, tenant: str, query_id: str) -> bool:
         sql = f"SELECT 1 FROM {_PG_TABLE} WHERE tenant = %s AND query_id = %s"
-        try:
-            with self._guarded():
-                found = self._connection().execute(sql, (tenant, query_id)).fetchone()
-        except self._psycopg.Error as e:
-            raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
-        return found is not None
+        return self._query(sql, (tenant, query_id), fetch="one") is not None
 
     def add_feedback(self, row: FeedbackRow) -> None:
         rec = list(row.record(privacy=self.privacy))
@@ -158,11 +150,7 @@ class PostgresQueryLog(Guarded):
             f"INSERT INTO {_PG_FEEDBACK} ({', '.join(FEEDBACK_COLUMNS)}) "
             f"VALUES ({', '.join('%s' for _ in FEEDBACK_COLUMNS)})"
         )
-        try:
-            with self._guarded():
-                self._connection().execute(sql, rec)
-        except self._psycopg.Error as e:
-            raise QueryLogError(f"query log in PostgreSQL cannot store feedback: {e}") from e
+        self._query(sql, rec, fetch="none", doing="store feedback")
 
     def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
         start = datetime.fromisoformat(since) if since else datetime.min.replace(tzinfo=UTC)
@@ -170,12 +158,7 @@ class PostgresQueryLog(Guarded):
             f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM {_PG_FEEDBACK} "
             "WHERE tenant = %s AND created_at >= %s ORDER BY created_at, id"
         )
-        try:
-            with self._guarded():
-                records = self._connection().execute(sql, (tenant, start)).fetchall()
-        except self._psycopg.Error as e:
-            raise QueryLogError(f"query log in PostgreSQL cannot be read: {e}") from e
-        return [from_feedback_record(r) for r in records]
+        return [from_feedback_record(r) for r in self._query(sql, (tenant, start))]
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:

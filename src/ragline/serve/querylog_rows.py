@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ragline.errors import FaultError
 from ragline.serve.feedback import (
@@ -378,9 +378,34 @@ class Guarded:
     a time, and any failure closes the connection so the next call starts afresh."""
 
     _lock: threading.Lock
+    #: How error messages name the log ("/path/querylog.sqlite3", "in PostgreSQL").
+    _label: str
+    #: The driver's errors that a read or a feedback write turns into QueryLogError.
+    _errors: tuple[type[BaseException], ...]
 
     def _drop(self) -> None:
         raise NotImplementedError
+
+    def _connection(self) -> Any:
+        raise NotImplementedError
+
+    def _query(
+        self,
+        sql: str,
+        params: Sequence[Any],
+        *,
+        fetch: Literal["all", "one", "none"] = "all",
+        doing: str = "be read",
+    ) -> Any:
+        """Run one statement under the lock; a driver error is a :class:`QueryLogError`."""
+        try:
+            with self._guarded():
+                cursor = self._connection().execute(sql, params)
+                if fetch == "all":
+                    return cursor.fetchall()
+                return cursor.fetchone() if fetch == "one" else None
+        except self._errors as e:
+            raise QueryLogError(f"query log {self._label} cannot {doing}: {e}") from e
 
     @contextlib.contextmanager
     def _guarded(self) -> Iterator[None]:

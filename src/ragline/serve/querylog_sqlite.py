@@ -130,6 +130,8 @@ class SqliteQueryLog(Guarded):
         self._conn: sqlite3.Connection | None = None
         self._ident: tuple[int, int] | None = None
         self._last_prune = float("-inf")
+        self._label = str(self.path)
+        self._errors = (sqlite3.Error, OSError)
         try:
             with self._lock:
                 self._connection()
@@ -156,40 +158,22 @@ class SqliteQueryLog(Guarded):
             f"SELECT {', '.join(COLUMNS)} FROM query_log WHERE tenant = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?"
         )
-        try:
-            with self._guarded():
-                records = self._connection().execute(sql, (tenant, limit)).fetchall()
-        except (sqlite3.Error, OSError) as e:
-            raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
-        return [from_record(r) for r in records]
+        return [from_record(r) for r in self._query(sql, (tenant, limit))]
 
     def has_query(self, tenant: str, query_id: str) -> bool:
         sql = "SELECT 1 FROM query_log WHERE tenant = ? AND query_id = ?"
-        try:
-            with self._guarded():
-                found = self._connection().execute(sql, (tenant, query_id)).fetchone()
-        except (sqlite3.Error, OSError) as e:
-            raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
-        return found is not None
+        return self._query(sql, (tenant, query_id), fetch="one") is not None
 
     def add_feedback(self, row: FeedbackRow) -> None:
-        try:
-            with self._guarded():
-                self._connection().execute(_INSERT_FEEDBACK, row.record(privacy=self.privacy))
-        except (sqlite3.Error, OSError) as e:
-            raise QueryLogError(f"query log {self.path} cannot store feedback: {e}") from e
+        record = row.record(privacy=self.privacy)
+        self._query(_INSERT_FEEDBACK, record, fetch="none", doing="store feedback")
 
     def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
         sql = (
             f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM query_feedback "
             "WHERE tenant = ? AND created_at >= ? ORDER BY created_at, id"
         )
-        try:
-            with self._guarded():
-                records = self._connection().execute(sql, (tenant, since)).fetchall()
-        except (sqlite3.Error, OSError) as e:
-            raise QueryLogError(f"query log {self.path} cannot be read: {e}") from e
-        return [from_feedback_record(r) for r in records]
+        return [from_feedback_record(r) for r in self._query(sql, (tenant, since))]
 
     # -- connection handling (call with the lock held) --
 
