@@ -81,13 +81,22 @@ def _machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def retrieval_markdown(report: RetrievalReport, command: str) -> str:
-    lines = [
-        f"# Retrieval evaluation: {report.dataset} ({report.split})",
+def _heading(title: str, command: str, seconds: float) -> list[str]:
+    """A report's title and the line saying which command made it, when and where."""
+    return [
+        f"# {title}",
         "",
         f"Produced by `{command}` on {datetime.now(UTC).strftime('%Y-%m-%d')} "
-        f"({_machine()}; {report.seconds:.0f} s in all).",
+        f"({_machine()}; {seconds:.0f} s in all).",
         "",
+    ]
+
+
+def retrieval_markdown(report: RetrievalReport, command: str) -> str:
+    lines = [
+        *_heading(
+            f"Retrieval evaluation: {report.dataset} ({report.split})", command, report.seconds
+        ),
         f"Data: {report.queries} judged queries, {report.documents} documents indexed as "
         f"{report.chunks} chunks with {report.model}. Document scores: each document "
         f"takes the place of its best chunk; metrics from ir-measures at top-{report.top_k}. "
@@ -115,11 +124,9 @@ def retrieval_markdown(report: RetrievalReport, command: str) -> str:
 
 def answers_markdown(report: AnswersReport, command: str) -> str:
     lines = [
-        f"# Answer evaluation: {report.claims_dir} ({report.split})",
-        "",
-        f"Produced by `{command}` on {datetime.now(UTC).strftime('%Y-%m-%d')} "
-        f"({_machine()}; {report.seconds:.0f} s in all).",
-        "",
+        *_heading(
+            f"Answer evaluation: {report.claims_dir} ({report.split})", command, report.seconds
+        ),
         "Citation precision / recall, micro-averaged over the claims with gold evidence; "
         "document level (the cited abstract holds evidence) and sentence level (the "
         "citation's supporting span covers an evidence sentence). Fallback rates: share "
