@@ -71,3 +71,46 @@ def test_a_file_over_the_memory_budget_fails_alone(
     assert report.indexed == ["giraffe.md"]
     hits = rag.search("acacia leaves", top_k=3).hits
     assert hits and hits[0].chunk.source.endswith("giraffe.md")
+
+
+def test_the_worker_does_not_rerun_a_callers_script_without_a_main_guard(
+    tmp_path: Path,
+) -> None:
+    """A user's script that ingests at top level (no ``if __name__ == "__main__"``)
+    runs once: multiprocessing's spawn and forkserver children import the main
+    script again, which ran the script's work twice or failed every budgeted file."""
+    import subprocess
+    import sys
+
+    doc = tmp_path / "big.md"
+    doc.write_text("# Giraffes\n\n" + "Giraffes eat acacia leaves. " * 3000)
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from ragline.ingest.budget import Budget, run_budgeted\n"
+        "from ragline.ingest.parse import parse_file\n"
+        "print('script body ran', flush=True)\n"
+        f"path = Path({str(doc)!r})\n"
+        "data = path.read_bytes()\n"
+        "doc = run_budgeted(\n"
+        "    parse_file, str(path), len(data), Budget(60.0, 0, 0), path, data, max_bytes=10**8\n"
+        ")\n"
+        "print('parsed', doc.title, flush=True)\n"
+    )
+    import os
+
+    import ragline
+
+    # the package this test imports, wherever it comes from (an install or src/)
+    env = {**os.environ, "PYTHONPATH": str(Path(ragline.__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("script body ran") == 1, done.stdout
+    assert "parsed Giraffes" in done.stdout

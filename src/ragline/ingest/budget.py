@@ -2,9 +2,11 @@
 
 The size limits in :mod:`ragline.ingest.parse.limits` refuse the shapes we know
 are costly; this is the catch-all for the ones we don't. The parse runs in a
-long-lived worker process (``forkserver``: forking a process that holds
-onnxruntime or LanceDB threads is unsafe) whose address space is capped with
-``RLIMIT_AS``; the parent waits at most the time budget and kills the worker when
+long-lived worker process, started as ``python -m ragline.ingest.budget`` (not by
+multiprocessing: forking a process that holds onnxruntime or LanceDB threads is
+unsafe, and spawn or forkserver children import the caller's main script again,
+which breaks a user's script without a ``__main__`` guard), whose address space
+is capped with ``RLIMIT_AS``; the parent waits at most the time budget and kills the worker when
 it is spent. A killed worker is replaced for the next file, so the other files
 are parsed as usual, and nothing is stored for the file over its budget.
 
@@ -14,13 +16,15 @@ cost per file is one round trip of its bytes and its parsed document.
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import contextlib
 import resource
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from ragline.ingest.errors import IngestError
@@ -98,22 +102,32 @@ def _serve(conn: Connection, memory_mb: int) -> None:
 
 
 class _Worker:
+    """One parser process and the socket it takes jobs on (pickled, as by
+    multiprocessing's own pipes)."""
+
     def __init__(self, memory_mb: int) -> None:
-        ctx = mp.get_context("forkserver")
         self.memory_mb = memory_mb
-        self.conn, child = ctx.Pipe()
-        self.proc: BaseProcess = ctx.Process(
-            target=_serve, args=(child, memory_mb), daemon=True, name="ragline-parse"
+        ours, theirs = socket.socketpair()
+        fd = theirs.fileno()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ragline.ingest.budget", str(fd), str(memory_mb)],
+            pass_fds=(fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
         )
-        self.proc.start()
-        child.close()
+        theirs.close()
+        self.conn = Connection(ours.detach())
         if not self.conn.poll(_START_S) or self.conn.recv() != "ready":
             self.kill()
             raise RuntimeError(f"the parser process did not start within {_START_S} s")
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def kill(self) -> None:
         self.proc.kill()
-        self.proc.join(5)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
         self.conn.close()
 
 
@@ -124,7 +138,7 @@ _idle_lock = threading.Lock()
 def _take(memory_mb: int) -> _Worker:
     with _idle_lock:
         for i, w in enumerate(_idle):
-            if w.memory_mb == memory_mb and w.proc.is_alive():
+            if w.memory_mb == memory_mb and w.alive():
                 return _idle.pop(i)
     return _Worker(memory_mb)
 
@@ -167,7 +181,7 @@ def run_budgeted(
         w.kill()
         raise IngestError(source, None, _over_memory(budget, "the parser process died")) from e
     except BaseException:
-        if w.proc.is_alive() and not w.conn.closed:
+        if w.alive() and not w.conn.closed:
             w.kill()
         raise
     _give_back(w)
@@ -187,3 +201,7 @@ def _over_memory(budget: Budget, what: str) -> str:
         f"{what}: over the memory limit of {budget.memory_mb:,} MiB "
         "(raise RAGLINE_INGEST_FILE_MEMORY_MB to ingest it)"
     )
+
+
+if __name__ == "__main__":  # the worker: python -m ragline.ingest.budget FD MEMORY_MB
+    _serve(Connection(int(sys.argv[1])), int(sys.argv[2]))
