@@ -212,6 +212,24 @@ class Settings(BaseSettings):
         description="Ingest: read every stored chunk first and index again the files of "
         "those found malformed (a missing or wrong-typed field), though unchanged.",
     )
+    ingest_file_timeout_s: float = Field(
+        120.0,
+        ge=0,
+        description="Ingest: wall seconds one file's parse may take (in a worker process that "
+        "is then stopped); a file over it fails alone, the others are indexed. 0 = no limit.",
+    )
+    ingest_file_memory_mb: int = Field(
+        2048,
+        ge=0,
+        description="Ingest: MiB of memory one file's parse may take on top of the parser "
+        "process's own; a file over it fails alone, the others are indexed. 0 = no limit.",
+    )
+    ingest_budget_min_bytes: int = Field(
+        64 * 1024,
+        ge=0,
+        description="Ingest: smaller files are parsed in-process, without the time and "
+        "memory budget (the size limits bound them; the worker round trip costs more).",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: EmbedderName = Field(

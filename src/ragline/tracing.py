@@ -167,7 +167,7 @@ def configure_from_env(environ: Mapping[str, str] | None = None) -> bool:
     except ImportError:
         log.warning(
             "OTEL_* variables ask for traces but OpenTelemetry is not installed: "
-            "pip install 'ragline[otel]'; serving without traces"
+            "pip install -e '.[otel]'; serving without traces"
         )
         return False
     exporters = [

@@ -43,6 +43,7 @@ import numpy as np
 
 from ragline.embed.base import Embedder, EmbeddingError, Vectors
 from ragline.embed.choice import evenly_spaced
+from ragline.ingest.budget import Budget, run_budgeted
 from ragline.ingest.chunk import Chunker
 from ragline.ingest.discover import chapter_of, discover, escaped, resolved
 from ragline.ingest.errors import IngestError
@@ -351,7 +352,7 @@ class Indexer:
             f"max_metadata_bytes={self.settings.max_metadata_bytes};"
             f"ocr={self.settings.ocr}:{self.settings.ocr_languages}:{self.settings.ocr_dpi};"
             f"pdf_tables={self.settings.pdf_tables};"
-            f"{parse_limits(self.settings).key()}"
+            f"{parse_limits(self.settings).key()};{Budget.of(self.settings)}"
         )
         prepared: _Prepared = {}
         if choosing:
@@ -701,7 +702,11 @@ class Indexer:
         t0 = time.perf_counter()
         data = state.path.read_bytes()
         file_hash = _hash_bytes(data)  # the file may have changed since it was hashed
-        doc = parse_file(
+        doc = run_budgeted(
+            parse_file,
+            rel,
+            len(data),
+            Budget.of(self.settings),
             state.path,
             data,
             max_bytes=self.settings.max_file_bytes,
