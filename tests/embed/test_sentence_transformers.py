@@ -97,7 +97,7 @@ def test_missing_extra_names_the_install_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(EmbeddingError, match=r"pip install 'ragline\[st\]' torch==2\.13\.0"):
+    with pytest.raises(EmbeddingError, match=r"pip install -e '\.\[st\]' torch==2\.13\.0"):
         SentenceTransformerEmbedder(tmp_path).embed_query("hello")
 
 
