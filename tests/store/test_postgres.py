@@ -350,3 +350,19 @@ def test_server_stopped_mid_ingest_then_next_run_completes_exactly(
         assert got == want, query
     partial.close()
     clean.close()
+
+
+@pytest.mark.parametrize("scorer", ["numpy", "sql"])
+def test_a_percent_sign_in_a_filter_value_is_not_a_placeholder(open_pg: Any, scorer: str) -> None:
+    """Filter values reach the SQL as escaped literals next to psycopg's ``%(q)s``
+    parameters: a ``%`` in one (``docs/100%-sure.md``) must stay a character, not
+    start a placeholder that fails the query."""
+    store = open_pg(bm25_scorer=scorer)
+    put(store, "100%-sure", ["spring tides follow the new moon"], seed=1)
+    put(store, "other", ["spring tides follow the full moon"], seed=2)
+    only = {"source": "docs/100%-sure.md"}
+    query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    assert [h.chunk.doc_id for h in store.vector_search(query, 5, only)] == ["100%-sure"]
+    assert [h.chunk.doc_id for h in store.keyword_search("spring tides", 5, only)] == ["100%-sure"]
+    assert store.count_chunks(only) == 1
+    assert store.count_chunks({"source": {"$in": ["docs/100%-sure.md", "docs/other.md"]}}) == 2

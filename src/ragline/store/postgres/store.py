@@ -90,6 +90,13 @@ def _row_to_chunk(row: Sequence[Any]) -> Chunk:
 # --------------------------------------------------------------------- store
 
 
+def _with_params(pred: str) -> str:
+    """A filter predicate for a statement that also has psycopg parameters: its
+    literals' ``%`` doubled, or psycopg would read ``'100%-sure'`` as a placeholder.
+    (A statement without parameters is sent as written: use the predicate as is.)"""
+    return pred.replace("%", "%%")
+
+
 class PostgresStore(SearchDefaults, ClosesOnExit):
     """The :class:`~ragline.store.base.Store` in a PostgreSQL database with pgvector.
 
@@ -423,7 +430,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
             raise StoreError(f"query vector has dimension {q.shape[0]} but the index stores {dim}")
         if not np.isfinite(q).all():
             raise StoreError("query vector contains NaN or infinite values")
-        pred = chunk_predicate(filters, "postgres")
+        pred = _with_params(chunk_predicate(filters, "postgres"))
         extra = f" AND {pred}" if pred else ""
         sql = (
             f"SELECT ch.id, ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) "
@@ -459,7 +466,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         b = boosts or FieldBoosts()
         if max(b.title, b.headings, b.text) <= 0:
             return []
-        pred = chunk_predicate(filters, "postgres")
+        pred = _with_params(chunk_predicate(filters, "postgres"))
 
         def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
             with conn.transaction():
