@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import signal
 import sys
 import textwrap
@@ -56,6 +57,32 @@ class _OneLineErrors(TyperGroup):
 
             message = invalid_setting(e) if invalid else str(e)  # type: ignore[arg-type]
             raise _fail(f"{escape(message)} (--debug shows the traceback)") from None
+
+    def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:
+        """Help wraps at the terminal's width (``COLUMNS`` first), at most 78 columns
+        as click's own; set on the context so that it also holds where click forces
+        80 (its test runner), and every command's context inherits it."""
+        extra.setdefault("terminal_width", max(min(shutil.get_terminal_size().columns, 80) - 2, 40))
+        return super().make_context(info_name, args, parent, **extra)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The command list with each command's first sentence whole, wrapped to the
+        terminal: click's plain help cuts it to one line and ends it with "..."."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, first_sentence(cmd.help or cmd.short_help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
 
 
 app = typer.Typer(

@@ -276,7 +276,7 @@ function sourceText(s) {
 
 /** Sources with the same label (two passages of one section) as one row, in order of
  * their first number: [{label, items}]. */
-function groupSources(sources) {
+export function groupSources(sources) {
   const groups = new Map();
   for (const s of sources) {
     const label = sourceText(s);
