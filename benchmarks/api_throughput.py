@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchlib import emit
+from benchlib import emit, free_port
 from machine import command_line, load_average, machine_lines
 from ragline.eval.synthetic import Window, pseudo_queries
 from ragline.settings import Settings
@@ -76,12 +75,6 @@ def server_cpu(pid: int) -> float:
     children = Path(f"/proc/{pid}/task/{pid}/children")
     kids = [int(p) for p in children.read_text().split()] if children.exists() else []
     return cpu_seconds(pid) + sum(cpu_seconds(k) for k in kids)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def queries_from(pool_index: Path, n: int) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,3 +85,10 @@ def emit(text: str, out: Path | None, *, append: bool = False) -> None:
             fh.write(text + "\n")
     else:
         out.write_text(text, encoding="utf-8")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server the script starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

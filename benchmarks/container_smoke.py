@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from benchlib import REPO, emit
+from benchlib import REPO, emit, free_port
 from machine import command_line, load_average, machine_lines
 
 #: Limits buildah must set to what an unprivileged sandbox already has.
@@ -48,12 +47,6 @@ def sh(*args: str, timeout: float = 1800) -> str:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return done.stdout
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Container:
@@ -148,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         top = hits["hits"][0]["section"] if hits["hits"] else "no hits"
         ok = "ok" if hits["hits"] else "FAIL"
         rows.append(("search", f"{time.monotonic() - t:.0f} s", f"{ok}: top hit '{top}'"))
-        port = _free_port()
+        port = free_port()
         server = box.popen(
             "ragline", "serve", env={**NO_NETWORK, "RAGLINE_SERVE_HOST": "127.0.0.1",
                                      "RAGLINE_SERVE_PORT": str(port), "NO_PROXY": "*"},

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from benchlib import REPO, emit
+from benchlib import REPO, emit, free_port
 from machine import command_line, load_average, machine_lines
 
 #: What must never appear in a response body: tracebacks, server paths, SQL, the
@@ -76,12 +75,6 @@ class Tally:
 
     def count(self, status: int) -> int:
         return sum(n for s, n in self.statuses.items() if s // 100 == status // 100)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ragline(*args: str, env: dict[str, str]) -> str:
@@ -474,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("LLM_BASE_URL", None)
     _ragline("ingest", str(REPO / "docs"), "--index", str(index), "--tenant", "acme", env=env)
     keys = {"acme": _key(index, "acme", env), "other": _key(index, "other", env)}
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     serve: Callable[[], subprocess.Popen[bytes]] = lambda: subprocess.Popen(  # noqa: E731
         [sys.executable, "-m", "ragline", "serve", "--index", str(index), "--port", str(port)],
