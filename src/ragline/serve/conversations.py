@@ -44,6 +44,21 @@ CREATE INDEX IF NOT EXISTS messages_conversation ON messages (conversation_id, s
 """
 
 TITLE_CHARS = 80
+#: Unsaved conversation ids remembered (oldest forgotten first): enough for the
+#: exchanges in flight while the disk is full.
+UNSAVED_KEPT = 1000
+
+
+class NotSaved(Exception):
+    """A conversation write failed (a full disk, an I/O error): the answer stands, the
+    exchange is not kept, and the message says why without the file's path."""
+
+
+def _not_saved(exc: sqlite3.Error) -> NotSaved:
+    text = str(exc)
+    why = "the disk is full" if "full" in text else f"its database cannot be written ({text})"
+    log.warning("conversation not saved: %s", text)
+    return NotSaved(f"this exchange was not saved to the conversation: {why}")
 
 
 def _now() -> str:
@@ -83,6 +98,8 @@ class ConversationStore:
         self._lock = threading.Lock()
         #: Why conversations live in memory only ("" when they are kept in ``path``).
         self.not_kept = ""
+        #: conversations whose creation failed (id → why), so adding to one says why
+        self._unsaved: dict[str, str] = {}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -101,10 +118,17 @@ class ConversationStore:
         now = _now()
         cid = new_id("conv")
         title = " ".join(title.split())[:TITLE_CHARS]
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?)", (cid, tenant, title, now, now)
-            )
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT INTO conversations VALUES (?, ?, ?, ?, ?)",
+                    (cid, tenant, title, now, now),
+                )
+        except sqlite3.OperationalError as exc:
+            # Answer all the same: adding to this id then says why it is not kept.
+            self._unsaved[cid] = str(_not_saved(exc))
+            while len(self._unsaved) > UNSAVED_KEPT:
+                self._unsaved.pop(next(iter(self._unsaved)))
         return Conversation(cid, tenant, title, now, now, 0)
 
     def get(self, tenant: str, conversation_id: str) -> Conversation | None:
@@ -156,10 +180,21 @@ class ConversationStore:
         query_id: str | None = None,
         answer: dict[str, Any] | None = None,
     ) -> str:
-        """Append a message; the conversation must be the tenant's (else ``KeyError``)."""
+        """Append a message; the conversation must be the tenant's (else ``KeyError``);
+        :class:`NotSaved` when the write fails."""
         mid = new_id("msg")
         now = _now()
         blob = json.dumps(answer, ensure_ascii=False) if answer is not None else None
+        if conversation_id in self._unsaved:
+            raise NotSaved(self._unsaved[conversation_id])
+        try:
+            self._append(tenant, conversation_id, (mid, role, content, now, query_id, blob))
+        except sqlite3.OperationalError as exc:
+            raise _not_saved(exc) from exc
+        return mid
+
+    def _append(self, tenant: str, conversation_id: str, message: tuple[Any, ...]) -> None:
+        mid, role, content, now, query_id, blob = message
         with self._lock:
             cur = self._db.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ? AND tenant = ?",
@@ -172,7 +207,6 @@ class ConversationStore:
                 "query_id, answer_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (mid, conversation_id, tenant, role, content, now, query_id, blob),
             )
-        return mid
 
     def delete(self, tenant: str, conversation_id: str) -> bool:
         with self._lock:

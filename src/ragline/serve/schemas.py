@@ -170,6 +170,11 @@ class AnswerMetadata(BaseModel):
     chunks_retrieved: int
     chunksRetrieved: int = Field(description="Alias of chunks_retrieved (seed 003).")
     session_id: str | None = None
+    conversation_note: str = Field(
+        "",
+        description="Why this exchange was not saved to the conversation (a full disk); "
+        "the answer stands. Empty when it was saved.",
+    )
     search_query: str = Field(
         "",
         description="What was searched: the question, or a "

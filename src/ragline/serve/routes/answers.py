@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ragline.answer.answerer import SearchOptions
 from ragline.serve import schemas as s
+from ragline.serve.conversations import NotSaved
 from ragline.serve.deps import CallerDep, StateDep, finish_row, wait_ready
 from ragline.serve.errors import LOOKUP_RESPONSES, engine_error
 from ragline.serve.inputs import clean_context, clean_question, search_options
@@ -74,20 +75,27 @@ async def history_of(
 async def remember(
     state: ServeState, tenant: str, conversation_id: str, question: str, answer: Answer,
     query_id: str, body: dict[str, Any],
-) -> str:  # fmt: skip
+) -> str | None:  # fmt: skip
     """Store the exchange (the user message first) and return the answer's message id;
-    an answer cut short is stored as it stands, marked ``incomplete``."""
+    an answer cut short is stored as it stands, marked ``incomplete``. When the write
+    fails (a full disk) the answer stands: None, and ``metadata.conversation_note``
+    in ``body`` says why."""
     conversations = state.conversations
+    stored = body
     if not answer.complete:
-        body = {**body, "incomplete": True, "reason": answer.error or "generation stopped"}
-    await run_in_threadpool(
-        lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
-    )
-    return await run_in_threadpool(
-        lambda: conversations.add(
-            tenant, conversation_id, "assistant", answer.text, query_id=query_id, answer=body
+        stored = {**body, "incomplete": True, "reason": answer.error or "generation stopped"}
+    try:
+        await run_in_threadpool(
+            lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
         )
-    )
+        return await run_in_threadpool(
+            lambda: conversations.add(
+                tenant, conversation_id, "assistant", answer.text, query_id=query_id, answer=stored
+            )
+        )
+    except NotSaved as exc:
+        body["metadata"]["conversation_note"] = str(exc)
+        return None
 
 
 @router.post(
@@ -191,14 +199,17 @@ async def remember_cut(
     """Store an exchange whose stream ended before its answer did (client gone)."""
     conversations = state.conversations
     marked = {"incomplete": True, "reason": reason}
-    await run_in_threadpool(
-        lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
-    )
-    await run_in_threadpool(
-        lambda: conversations.add(
-            tenant, conversation_id, "assistant", partial, query_id=query_id, answer=marked
+    try:
+        await run_in_threadpool(
+            lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
         )
-    )
+        await run_in_threadpool(
+            lambda: conversations.add(
+                tenant, conversation_id, "assistant", partial, query_id=query_id, answer=marked
+            )
+        )
+    except NotSaved:
+        pass  # logged; the client is gone, nobody to tell
 
 
 async def chat_events(
