@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,44 @@ def test_missing_split_lists_the_ones_there(beir_dir: Path) -> None:
 def test_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not a folder"):
         load_beir(tmp_path / "nope", "test")
+
+
+def _tag(beir_dir: Path, tags: dict[str, object]) -> None:
+    """Rewrite queries.jsonl with the given ``lang`` fields (a dict value: metadata)."""
+    lines = []
+    for line in (beir_dir / "queries.jsonl").read_text().splitlines():
+        query = json.loads(line)
+        tag = tags.get(query["_id"])
+        if isinstance(tag, dict):
+            query["metadata"] = tag
+        elif tag is not None:
+            query["lang"] = tag
+        lines.append(json.dumps(query))
+    (beir_dir / "queries.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_query_languages_from_lang_or_metadata(beir_dir: Path) -> None:
+    _tag(beir_dir, {"q1": "es", "q2": {"language": "fr"}, "q9": "de"})
+    dataset = load_beir(beir_dir)
+    assert dataset.languages == {"q1": "es", "q2": "fr"}  # q3 untagged; q9 not judged
+
+
+def test_a_bad_language_tag_names_its_line(beir_dir: Path) -> None:
+    _tag(beir_dir, {"q2": ""})
+    with pytest.raises(DatasetError, match=r"queries.jsonl:2: field 'lang' must be"):
+        load_beir(beir_dir)
+
+
+def test_a_corpus_line_may_be_markdown(beir_dir: Path) -> None:
+    lines = (beir_dir / "corpus.jsonl").read_text().splitlines()
+    plain_hash = load_beir(beir_dir).corpus_hash
+    first = json.loads(lines[0]) | {"format": "markdown"}
+    (beir_dir / "corpus.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    dataset = load_beir(beir_dir)
+    assert dataset.corpus["d1"].markdown and not dataset.corpus["d2"].markdown
+    assert dataset.corpus_hash != plain_hash  # a cached plain-text index is not reused
+    (beir_dir / "corpus.jsonl").write_text(
+        "\n".join([json.dumps(first | {"format": "html"}), *lines[1:]]) + "\n"
+    )
+    with pytest.raises(DatasetError, match=r"corpus.jsonl:1: field 'format' is 'html'"):
+        load_beir(beir_dir)

@@ -114,3 +114,27 @@ def test_bad_corpus_line_is_named(beir_dir: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["eval", str(beir_dir), "--cache-dir", str(tmp_path / "c")])
     assert result.exit_code == 2
     assert "corpus.jsonl:6: not valid JSON" in " ".join(result.stderr.split())
+
+
+def test_queries_tagged_with_languages_are_scored_per_language(
+    beir_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGLINE_EMBED_THREADS", "1")
+    queries = [json.loads(line) for line in (beir_dir / "queries.jsonl").read_text().splitlines()]
+    for q in queries:
+        q["lang"] = "es" if q["_id"] == "q3" else "en"
+    (beir_dir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    report = tmp_path / "report.md"
+    args = ["eval", str(beir_dir), "--modes", "bm25", "--json", "--report", str(report)]
+    result = runner.invoke(app, [*args, "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    languages = json.loads(result.stdout)["modes"]["bm25"]["languages"]
+    assert list(languages) == ["en", "es"]
+    # en: q1's relevant doc 2nd, q2's 1st; es: q3 finds one of its two at rank 1.
+    assert languages["en"]["queries"] == 2 and languages["es"]["queries"] == 1
+    assert languages["en"]["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1) / 2, abs=1e-4)
+    assert languages["en"]["recall@3"] == pytest.approx(1.0)
+    assert languages["es"]["ndcg@10"] == pytest.approx(_ndcg_one_of_two_at_rank_1(), abs=1e-4)
+    assert languages["es"]["recall@3"] == pytest.approx(0.5)
+    text = report.read_text()
+    assert "| bm25 | es | 1 |" in text and "Per language" in text

@@ -124,3 +124,29 @@ def test_indexed_text_is_what_chunk_offsets_refer_to(tmp_path: Path, embedder: E
         assert "\r" not in c.text and c.text.endswith("Third line.")
         assert indexed_text(doc)[c.start_char : c.end_char] == c.text
         assert document_body(doc)[c.start_char : c.end_char] != c.text
+
+
+def test_a_markdown_document_is_indexed_as_ingest_parses_it(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """``"format": "markdown"``: front-matter title, headings as sections, site
+    markup cleaned (a docs set evaluated the way a user indexes it); the plain-text
+    path would index the front matter and the ``{#anchor}`` as words."""
+    text = (
+        "---\ntitle: Rendering Lists\n---\n\n"
+        "## Keeping items in order {#keeping-order}\n\n"
+        "Give each item a *stable* key so the list keeps its state.\n"
+    )
+    doc = BeirDocument("m1", "", text, markdown=True)
+    index = open_eval_index(
+        [doc], "md", "md", Settings(eval_cache_dir=tmp_path / "cache"), embedder
+    )
+    try:
+        hits = index.rag.search("stable key list state", mode="bm25").hits
+    finally:
+        index.close()
+    assert hits
+    chunk = hits[0].chunk
+    assert chunk.title == "Rendering Lists" and chunk.section == "Keeping items in order"
+    assert "{#" not in chunk.text and "title:" not in chunk.text
+    assert indexed_text(doc)[chunk.start_char : chunk.end_char] == chunk.text

@@ -29,11 +29,15 @@ class DatasetError(InputError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class BeirDocument:
-    """One corpus entry: ``title`` is indexed as the title field, ``text`` as the body."""
+    """One corpus entry: ``title`` is indexed as the title field, ``text`` as the body.
+    ``markdown``: the line says ``"format": "markdown"``, so ``text`` is parsed as a
+    Markdown file is at ingest (front matter, headings, markup hygiene), not as
+    plain paragraphs: documentation sets are evaluated the way users index them."""
 
     id: str
     title: str
     text: str
+    markdown: bool = False
 
 
 @dataclass(slots=True)
@@ -50,6 +54,8 @@ class BeirDataset:
     qrels: dict[str, dict[str, int]]
     corpus_hash: str = ""
     skipped_queries: list[str] = field(default_factory=list)  # judged but not in queries.jsonl
+    #: query id → language tag (``lang`` in queries.jsonl), for the tagged queries
+    languages: dict[str, str] = field(default_factory=dict)
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -94,11 +100,41 @@ def load_corpus(path: Path) -> tuple[dict[str, BeirDocument], str]:
         text = _string_field(obj, "text", path, no, required=False)
         if not (title.strip() or text.strip()):
             raise DatasetError(path, no, f"document {doc_id!r} has neither title nor text")
-        docs[doc_id] = BeirDocument(doc_id, title, text)
-        digest.update(json.dumps([doc_id, title, text], ensure_ascii=False).encode())
+        form = _string_field(obj, "format", path, no, required=False).strip() or "text"
+        if form not in ("text", "markdown"):
+            raise DatasetError(path, no, f"field 'format' is {form!r}: text or markdown")
+        markdown = form == "markdown"
+        docs[doc_id] = BeirDocument(doc_id, title, text, markdown)
+        key = [doc_id, title, text, form] if markdown else [doc_id, title, text]
+        digest.update(json.dumps(key, ensure_ascii=False).encode())
     if not docs:
         raise DatasetError(path, None, "no documents")
     return docs, digest.hexdigest()
+
+
+def query_language(obj: dict[str, Any], path: Path, line: int) -> str:
+    """A query's language tag: ``lang`` on the line or in its ``metadata`` (also
+    ``language``); "" when untagged. Tagged queries are scored per language too."""
+    meta = obj.get("metadata")
+    for holder in (obj, meta if isinstance(meta, dict) else {}):
+        for key in ("lang", "language"):
+            value = holder.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value.strip():
+                raise DatasetError(path, line, f"field '{key}' must be a non-empty string")
+            return value.strip()
+    return ""
+
+
+def load_query_languages(path: Path) -> dict[str, str]:
+    """Query id → language tag, for the tagged queries of ``queries.jsonl``."""
+    tags: dict[str, str] = {}
+    for no, obj in iter_jsonl(path):
+        lang = query_language(obj, path, no)
+        if lang:
+            tags[str(obj.get("_id", "")).strip()] = lang
+    return tags
 
 
 def load_queries(path: Path) -> dict[str, str]:
@@ -189,4 +225,9 @@ def load_beir(root: Path, split: str = "test") -> BeirDataset:
         qrels={q: r for q, r in qrels.items() if q in scored},
         corpus_hash=corpus_hash,
         skipped_queries=skipped,
+        languages={
+            q: lang
+            for q, lang in load_query_languages(root / "queries.jsonl").items()
+            if q in scored
+        },
     )

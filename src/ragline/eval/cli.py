@@ -169,6 +169,7 @@ def _run_retrieval(
                 modes,
                 top_k=top_k,
                 progress=on_query,
+                languages=dataset.languages,
             )
         finally:
             index.close()
@@ -324,12 +325,14 @@ def eval_command(
         Path | None, typer.Option("--report", help="Also write a Markdown report here.")
     ] = None,
 ) -> None:
-    """Measure retrieval (nDCG@10, MRR@10, Recall@10/100, P@5, latency) per mode on a
-    BEIR dataset, or, with --answers, citation precision/recall and fallback rates."""
+    """Measure retrieval (nDCG@10, MRR@10, Recall@10/100, P@5, latency) per mode, and
+    per language for queries tagged with one, on a BEIR dataset, or, with --answers,
+    citation precision/recall and fallback rates."""
     from ragline.eval.beir import DatasetError, load_beir
     from ragline.eval.report import (
         answers_markdown,
         answers_table,
+        language_table,
         retrieval_markdown,
         retrieval_table,
     )
@@ -367,6 +370,9 @@ def eval_command(
 
             def render() -> None:
                 out.print(retrieval_table(r_report, out.width))
+                languages = language_table(r_report, out.width)
+                if languages is not None:
+                    out.print(languages)
     except DatasetError as e:
         raise _fail(str(e)) from None
     except StoreError as e:

@@ -33,14 +33,16 @@ import numpy as np
 from ragline.embed.base import Embedder
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import Ragline, chunk_window, make_chunker
-from ragline.eval.beir import BeirDocument
+from ragline.eval.beir import BeirDocument, DatasetError
 from ragline.ingest.chunk.section import SECTION_CHUNKER_VERSION
+from ragline.ingest.errors import IngestError
+from ragline.ingest.parse.markdown import parse_markdown
 from ragline.ingest.parse.text import parse_text
 from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, check_model
 from ragline.store.factory import store_location
-from ragline.types import DocumentRecord
+from ragline.types import DocumentRecord, ParsedDocument
 
 #: Bump when the way documents are turned into chunks here changes.
 EVAL_INDEX_FORMAT = 2
@@ -116,7 +118,20 @@ def indexed_text(doc: BeirDocument) -> str:
     """The text the chunks' offsets refer to: :func:`document_body` as the text
     parser normalises it (line ends, byte-order mark), so citation spans can be
     located in it."""
-    return parse_text(document_body(doc), doc.id).body
+    return parse_document(doc, doc.id).body
+
+
+def parse_document(doc: BeirDocument, source: str) -> ParsedDocument:
+    """The corpus document parsed as ingest would parse its file: plain text (title
+    line first, see :func:`document_body`) or Markdown (its own front matter and
+    headings; ``title`` when it has none)."""
+    if doc.markdown:
+        try:
+            parsed = parse_markdown(doc.text, source)
+        except IngestError as e:  # front matter that is not YAML: name the document
+            raise DatasetError(Path(source), e.line, e.reason) from None
+        return replace(parsed, title=parsed.title or doc.title.strip() or doc.id)
+    return replace(parse_text(document_body(doc), source), title=doc.title.strip() or doc.id)
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:
@@ -253,9 +268,7 @@ def _ingest(
         source = source_for(corpus_name, doc.id)
         doc_id = doc_id_for(tenant, source)
         if doc_id not in done:
-            parsed = replace(
-                parse_text(document_body(doc), source), title=doc.title.strip() or doc.id
-            )
+            parsed = parse_document(doc, source)
             drafts = chunker.chunk(parsed)
             chunks = build_chunks(
                 parsed,

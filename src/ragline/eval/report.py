@@ -12,6 +12,26 @@ from ragline.eval.runs import METRIC_NAMES, RetrievalReport
 from ragline.tables import fit_table
 
 LATENCY_KEYS = ("p50", "p95", "p99")
+#: Per-language rows: recall@3 is hit@3 when each query has one relevant document.
+LANGUAGE_METRICS = ("ndcg@10", "recall@3", "recall@10", "mrr@10")
+
+
+def language_rows(report: RetrievalReport) -> list[list[str]]:
+    """(mode, language, queries, metrics…) for each mode scored per language."""
+    return [
+        [r.mode, lang, str(int(m["queries"])), *(f"{m[k]:.4f}" for k in LANGUAGE_METRICS)]
+        for r in report.results
+        for lang, m in r.languages.items()
+    ]
+
+
+def language_table(report: RetrievalReport, width: int) -> RenderableType | None:
+    """The per-language scores, or None when the queries carry fewer than two languages."""
+    rows = language_rows(report)
+    if not rows:
+        return None
+    headers = ["mode", "language", "queries", *LANGUAGE_METRICS]
+    return fit_table("per language", headers, rows, width)
 
 
 def retrieval_table(report: RetrievalReport, width: int) -> RenderableType:
@@ -110,6 +130,17 @@ def retrieval_markdown(report: RetrievalReport, command: str) -> str:
         cells = [f"{r.metrics[n]:.4f}" for n in METRIC_NAMES]
         cells += [f"{r.latency_ms[k]:.1f}" for k in LATENCY_KEYS]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    rows = language_rows(report)
+    if rows:
+        lines += [
+            "",
+            "Per language (the queries' `lang` tags; recall@3 is hit@3 for a query with "
+            "one relevant document):",
+            "",
+            "| mode | language | queries | " + " | ".join(LANGUAGE_METRICS) + " |",
+            "|---|---|---:|" + "---:|" * len(LANGUAGE_METRICS),
+            *("| " + " | ".join(row) + " |" for row in rows),
+        ]
     settings = ", ".join(f"`{k}={v}`" for k, v in report.settings.items())
     reused = "reused" if report.index.get("reused") else "built"
     lines += [

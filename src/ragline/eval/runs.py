@@ -124,6 +124,25 @@ def evaluate(qrels: Qrels, ranking: Ranking) -> dict[str, float]:
     return {k: (v / n if n else 0.0) for k, v in sums.items()}
 
 
+def by_language(
+    qrels: Qrels, ranking: Ranking, languages: Mapping[str, str]
+) -> dict[str, dict[str, float]]:
+    """The metrics over each language's queries (tagged ones only), languages sorted;
+    empty when fewer than two languages are tagged (the overall row says it all)."""
+    groups: dict[str, list[str]] = {}
+    for qid in qrels:
+        if qid in languages:
+            groups.setdefault(languages[qid], []).append(qid)
+    if len(groups) < 2:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for lang in sorted(groups):
+        ids = groups[lang]
+        scores = evaluate({q: qrels[q] for q in ids}, {q: ranking.get(q, []) for q in ids})
+        out[lang] = {"queries": float(len(ids)), **scores}
+    return out
+
+
 def per_query(qrels: Qrels, ranking: Ranking, metric: str = "ndcg@10") -> dict[str, float]:
     """One metric per judged query (0 for queries without results)."""
     run = _run(ranking)
@@ -149,12 +168,20 @@ class ModeResult:
     metrics: dict[str, float]
     latency_ms: dict[str, float]
     ranking: Ranking = field(default_factory=dict)
+    #: language → {"queries": n, metric: value}, when the queries carry two or more
+    languages: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "metrics": {k: round(v, 4) for k, v in self.metrics.items()},
             "latency_ms": {k: round(v, 3) for k, v in self.latency_ms.items()},
         }
+        if self.languages:
+            out["languages"] = {
+                lang: {k: (int(v) if k == "queries" else round(v, 4)) for k, v in m.items()}
+                for lang, m in self.languages.items()
+            }
+        return out
 
 
 def run_mode(
@@ -270,8 +297,10 @@ def run_retrieval(
     top_k: int,
     progress: RunProgress | None = None,
     reranker: Reranker | None = None,
+    languages: Mapping[str, str] | None = None,
 ) -> list[ModeResult]:
-    """Every mode over every query (``qrels`` restricted to ``queries``)."""
+    """Every mode over every query (``qrels`` restricted to ``queries``); scored per
+    language too when ``languages`` tags the queries with two or more."""
     judged = {q: qrels[q] for q in queries if q in qrels}
     results: list[ModeResult] = []
     for mode in modes:
@@ -288,4 +317,5 @@ def run_retrieval(
                 progress=progress,
             )
         )
+        results[-1].languages = by_language(judged, results[-1].ranking, languages or {})
     return results
