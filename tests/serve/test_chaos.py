@@ -45,6 +45,12 @@ DOCUMENTED = {429, 503}
 INTERNALS = ("Traceback", "SELECT ", "psycopg", "lancedb", "LanceError", "Errno", "sqlite3")
 PATHS = ("/tmp/",)
 FILES = 16
+#: The notice an answer carries while the language model fails each way.
+NOTICES = {
+    "429": "busy (it is rate limited)",
+    "500": "busy (it answered with a server error)",
+    "hang": "busy (it did not answer in time)",
+}
 DISK_MB = 48
 
 
@@ -124,11 +130,17 @@ class Seen:
     """Every response the clients got: (endpoint, status, body)."""
 
     rows: list[tuple[str, int, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Condition = field(default_factory=threading.Condition)
 
     def add(self, endpoint: str, status: int, body: str) -> None:
         with self.lock:
             self.rows.append((endpoint, status, body))
+            self.lock.notify_all()
+
+    def wait_for(self, phrase: str, timeout: float = 90.0) -> None:
+        """Until a response holds ``phrase`` (the check afterwards says if none did)."""
+        with self.lock:
+            self.lock.wait_for(lambda: any(phrase in b for _, _, b in self.rows), timeout)
 
 
 def _client(url: str, stop: threading.Event, seen: Seen, seed: int) -> None:
@@ -194,8 +206,8 @@ def _check_responses(seen: Seen) -> None:
     answers = [
         body for endpoint, status, body in seen.rows if endpoint == "query" and status == 200
     ]
-    for notice in ("busy (it did not answer in time)", "busy"):  # the hang; 429 and 500
-        assert any(notice in body for body in answers), f"no answer met the LLM fault: {notice}"
+    for mode, notice in NOTICES.items():
+        assert any(notice in body for body in answers), f"no answer met the LLM's {mode}"
 
 
 def _failed_writes(outcome: Any) -> list[str]:
@@ -207,13 +219,11 @@ def _failed_writes(outcome: Any) -> list[str]:
 
 
 def _run_chaos(
-    live: LiveServer,
-    corpus: Path,
-    steps: dict[int, Callable[[], None]],
-) -> tuple[Seen, Any]:
+    live: LiveServer, corpus: Path, steps: dict[int, Callable[[], None]], seen: Seen
+) -> Any:
     """Ingest ``corpus`` through the server's engine with the faults in ``steps``
     while 20 clients ask; the first ingest's report (or the error it raised)."""
-    seen, stop = Seen(), threading.Event()
+    stop = threading.Event()
     clients = [
         threading.Thread(target=_client, args=(live.url, stop, seen, i), daemon=True)
         for i in range(20)
@@ -234,7 +244,7 @@ def _run_chaos(
         for t in clients:
             t.join(timeout=180)
     assert not any(t.is_alive() for t in clients), "a client hung"
-    return seen, outcome
+    return outcome
 
 
 class ModeLLM:
@@ -244,8 +254,6 @@ class ModeLLM:
     def __init__(self) -> None:
         mod = _scripted()
         self.mode = "ok"
-        self.served: dict[str, int] = {}
-        self.changed = threading.Condition()
         self.llm = mod.ScriptedLLM()
         self.llm.next = self.next
         from http.server import ThreadingHTTPServer
@@ -255,21 +263,19 @@ class ModeLLM:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def switch(self, mode: str, after: int = 3, timeout: float = 60.0) -> Callable[[], None]:
-        """A step: once the current mode has served ``after`` requests (so each fault
-        meets some answers whatever the timing), answer in ``mode``."""
+    def switch(self, mode: str, seen: Seen) -> Callable[[], None]:
+        """A step: once a client got the answer the current fault should give (its
+        notice; so each fault meets answers whatever the timing), answer in ``mode``.
+        A request retried across a switch says the first fault it met."""
 
         def step() -> None:
-            with self.changed:
-                self.changed.wait_for(lambda: self.served.get(self.mode, 0) >= after, timeout)
-                self.mode = mode
+            if self.mode in NOTICES:
+                seen.wait_for(NOTICES[self.mode])
+            self.mode = mode
 
         return step
 
     def next(self) -> tuple[Any, ...]:
-        with self.changed:
-            self.served[self.mode] = self.served.get(self.mode, 0) + 1
-            self.changed.notify_all()
         if self.mode == "429":
             return ("status", 429, {"retry-after": "0"}, "rate limited")
         if self.mode == "500":
@@ -347,17 +353,18 @@ def test_chaos_postgres(
     )  # fmt: skip
     live = start_server(settings, embedder)
     try:
+        seen = Seen()
         steps: dict[int, Callable[[], None]] = {
-            2: mode_llm.switch("429", after=0),
+            2: mode_llm.switch("429", seen),
             4: lambda: server.stop("immediate"),
             7: server.start,
-            8: mode_llm.switch("500"),
+            8: mode_llm.switch("500", seen),
             10: disk.fill,
             12: disk.free,
-            13: mode_llm.switch("hang"),
-            15: mode_llm.switch("ok"),
+            13: mode_llm.switch("hang", seen),
+            15: mode_llm.switch("ok", seen),
         }
-        seen, outcome = _run_chaos(live, corpus, steps)
+        outcome = _run_chaos(live, corpus, steps, seen)
         if not server.running():
             server.start()
         _check_responses(seen)
@@ -380,17 +387,18 @@ def test_chaos_lance(
     disk = Disk(small_disk)
     live = start_server(_settings(small_disk / "index", mode_llm), embedder)
     try:
+        seen = Seen()
         steps: dict[int, Callable[[], None]] = {
-            2: mode_llm.switch("429", after=0),
+            2: mode_llm.switch("429", seen),
             4: disk.fill,
             7: disk.free,
-            8: mode_llm.switch("500"),
+            8: mode_llm.switch("500", seen),
             10: disk.fill,
             12: disk.free,
-            13: mode_llm.switch("hang"),
-            15: mode_llm.switch("ok"),
+            13: mode_llm.switch("hang", seen),
+            15: mode_llm.switch("ok", seen),
         }
-        seen, outcome = _run_chaos(live, corpus, steps)
+        outcome = _run_chaos(live, corpus, steps, seen)
         _check_responses(seen)
         _resync_equals_clean(live, corpus, clean, outcome)
     finally:
