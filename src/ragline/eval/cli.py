@@ -97,9 +97,15 @@ def _open_index(
     settings: Settings,
     rebuild: bool,
 ) -> EvalIndex:
+    from ragline.embed.choice import AUTO, choose_backend, installed_choice
     from ragline.embed.factory import make_embedder
-    from ragline.eval.index import open_eval_index
+    from ragline.eval.index import corpus_languages, open_eval_index
 
+    if settings.embedder == AUTO:  # the model an ingest of this corpus would choose
+        languages = corpus_languages(corpus, settings)
+        choice = installed_choice(choose_backend(languages, settings.embed_auto_non_english))
+        settings = settings.with_embedder(choice.backend)
+        err.print(f"[dim]{choice.reason}[/]")
     task = bar.add_task("index", total=len(corpus))
 
     def on_index(done: int, total: int) -> None:

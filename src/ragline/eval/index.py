@@ -22,6 +22,7 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ragline.embed.base import Embedder
+from ragline.embed.choice import evenly_spaced
 from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import Ragline, chunk_window, make_chunker
 from ragline.eval.beir import BeirDocument, DatasetError
@@ -42,6 +44,7 @@ from ragline.ingest.records import build_chunks, doc_id_for
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, check_model
 from ragline.store.factory import store_location
+from ragline.text.language import chunk_language, document_language
 from ragline.types import DocumentRecord, ParsedDocument
 
 #: Bump when the way documents are turned into chunks here changes.
@@ -132,6 +135,20 @@ def parse_document(doc: BeirDocument, source: str) -> ParsedDocument:
             raise DatasetError(Path(source), e.line, e.reason) from None
         return replace(parsed, title=parsed.title or doc.title.strip() or doc.id)
     return replace(parse_text(document_body(doc), source), title=doc.title.strip() or doc.id)
+
+
+def corpus_languages(corpus: Sequence[BeirDocument], settings: Settings) -> Counter[str]:
+    """Chunk languages of an evenly spread sample of the corpus (as many documents as
+    ``RAGLINE_EMBED_AUTO_SAMPLE_FILES``): what ``RAGLINE_EMBEDDER=auto`` decides on at
+    ingest, so an eval measures the model a user's ingest would choose."""
+    chunker = make_chunker(settings, TokenCounter())
+    languages: Counter[str] = Counter()
+    for i in evenly_spaced(len(corpus), settings.embed_auto_sample_files):
+        parsed = parse_document(corpus[i], corpus[i].id)
+        language = document_language(f"{parsed.title}\n{parsed.body}")
+        for draft in chunker.chunk(parsed):
+            languages[chunk_language(draft.text, language)] += 1
+    return languages
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:
