@@ -204,8 +204,8 @@ def _check_responses(seen: Seen) -> None:
                 assert error.get("status_code") in DOCUMENTED, body[-500:]
                 assert error.get("message"), body[-500:]
     assert any(status == 200 for _, status, _ in seen.rows)
-    answers = [
-        body for endpoint, status, body in seen.rows if endpoint == "query" and status == 200
+    answers = [  # the answers (plain and streamed) that may carry a notice
+        body for endpoint, status, body in seen.rows if endpoint != "search" and status == 200
     ]
     met = sorted({m for body in answers for m in re.findall(r"busy \([^)]*\)", body)})
     generators = sorted({m for body in answers for m in re.findall(r'"generator": ?"(\w+)"', body)})
