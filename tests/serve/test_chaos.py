@@ -22,6 +22,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -343,6 +344,24 @@ def _resync_equals_clean(
     )
 
 
+def _schedule(
+    llm: ModeLLM, seen: Seen, store: tuple[Callable[[], None], Callable[[], None]], disk: Disk
+) -> dict[int, Callable[[], None]]:
+    """The faults by files done: the LLM 429, the store down (``store``: take it away,
+    bring it back) and up, the LLM 500, the disk full and freed, the LLM hanging, well."""
+    down, up = store
+    return {
+        2: llm.switch("429", seen),
+        4: down,
+        7: up,
+        8: llm.switch("500", seen),
+        10: disk.fill,
+        12: disk.free,
+        13: llm.switch("hang", seen),
+        15: llm.switch("ok", seen),
+    }
+
+
 def test_chaos_postgres(
     corpus: Path,
     clean: list[tuple[str, str, str]],
@@ -360,17 +379,8 @@ def test_chaos_postgres(
     live = start_server(settings, embedder)
     try:
         seen = Seen()
-        steps: dict[int, Callable[[], None]] = {
-            2: mode_llm.switch("429", seen),
-            4: lambda: server.stop("immediate"),
-            7: server.start,
-            8: mode_llm.switch("500", seen),
-            10: disk.fill,
-            12: disk.free,
-            13: mode_llm.switch("hang", seen),
-            15: mode_llm.switch("ok", seen),
-        }
-        outcome = _run_chaos(live, corpus, steps, seen)
+        crash = (partial(server.stop, "immediate"), server.start)  # stopped as a crash
+        outcome = _run_chaos(live, corpus, _schedule(mode_llm, seen, crash, disk), seen)
         if not server.running():
             server.start()
         _check_responses(seen)
@@ -394,17 +404,8 @@ def test_chaos_lance(
     live = start_server(_settings(small_disk / "index", mode_llm), embedder)
     try:
         seen = Seen()
-        steps: dict[int, Callable[[], None]] = {
-            2: mode_llm.switch("429", seen),
-            4: disk.fill,
-            7: disk.free,
-            8: mode_llm.switch("500", seen),
-            10: disk.fill,
-            12: disk.free,
-            13: mode_llm.switch("hang", seen),
-            15: mode_llm.switch("ok", seen),
-        }
-        outcome = _run_chaos(live, corpus, steps, seen)
+        faults = (disk.fill, disk.free)  # the store's own writes meet the full disk
+        outcome = _run_chaos(live, corpus, _schedule(mode_llm, seen, faults, disk), seen)
         _check_responses(seen)
         _resync_equals_clean(live, corpus, clean, outcome)
     finally:
