@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 INTERNAL = {
     "BodyTooLarge": "raised inside the HTTP middleware; clients see a 413",
     "RequestProblem": "an HTTP handler's 4xx; clients see the JSON error body",
+    "NotSaved": "caught by the answer routes; clients see metadata.conversation_note",
 }
 
 
