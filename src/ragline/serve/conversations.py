@@ -126,9 +126,11 @@ class ConversationStore:
                 )
         except sqlite3.OperationalError as exc:
             # Answer all the same: adding to this id then says why it is not kept.
-            self._unsaved[cid] = str(_not_saved(exc))
-            while len(self._unsaved) > UNSAVED_KEPT:
-                self._unsaved.pop(next(iter(self._unsaved)))
+            why = str(_not_saved(exc))
+            with self._lock:
+                self._unsaved[cid] = why
+                while len(self._unsaved) > UNSAVED_KEPT:
+                    self._unsaved.pop(next(iter(self._unsaved)))
         return Conversation(cid, tenant, title, now, now, 0)
 
     def get(self, tenant: str, conversation_id: str) -> Conversation | None:
@@ -185,8 +187,10 @@ class ConversationStore:
         mid = new_id("msg")
         now = _now()
         blob = json.dumps(answer, ensure_ascii=False) if answer is not None else None
-        if conversation_id in self._unsaved:
-            raise NotSaved(self._unsaved[conversation_id])
+        with self._lock:
+            unsaved = self._unsaved.get(conversation_id)
+        if unsaved is not None:
+            raise NotSaved(unsaved)
         try:
             self._append(tenant, conversation_id, (mid, role, content, now, query_id, blob))
         except sqlite3.OperationalError as exc:
