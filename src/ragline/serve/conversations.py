@@ -192,25 +192,21 @@ class ConversationStore:
         if unsaved is not None:
             raise NotSaved(unsaved)
         try:
-            self._append(tenant, conversation_id, (mid, role, content, now, query_id, blob))
+            with self._lock:
+                cur = self._db.execute(
+                    "UPDATE conversations SET updated_at = ? WHERE id = ? AND tenant = ?",
+                    (now, conversation_id, tenant),
+                )
+                if cur.rowcount != 1:
+                    raise KeyError(conversation_id)
+                self._db.execute(
+                    "INSERT INTO messages (id, conversation_id, tenant, role, content, "
+                    "created_at, query_id, answer_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (mid, conversation_id, tenant, role, content, now, query_id, blob),
+                )
         except sqlite3.OperationalError as exc:
             raise _not_saved(exc) from exc
         return mid
-
-    def _append(self, tenant: str, conversation_id: str, message: tuple[Any, ...]) -> None:
-        mid, role, content, now, query_id, blob = message
-        with self._lock:
-            cur = self._db.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ? AND tenant = ?",
-                (now, conversation_id, tenant),
-            )
-            if cur.rowcount != 1:
-                raise KeyError(conversation_id)
-            self._db.execute(
-                "INSERT INTO messages (id, conversation_id, tenant, role, content, created_at, "
-                "query_id, answer_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (mid, conversation_id, tenant, role, content, now, query_id, blob),
-            )
 
     def delete(self, tenant: str, conversation_id: str) -> bool:
         with self._lock:

@@ -4,6 +4,7 @@ server-sent events), both with citations and optional conversation history."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -72,6 +73,23 @@ async def history_of(
     return conv.conversation_id, [{"role": m.role, "content": m.content} for m in msgs]
 
 
+async def store_exchange(
+    state: ServeState, tenant: str, conversation_id: str, question: str, text: str,
+    query_id: str, answer: dict[str, Any],
+) -> str:  # fmt: skip
+    """Add the question, then the answer; the answer's message id (``NotSaved`` when
+    a write fails)."""
+    conversations = state.conversations
+    await run_in_threadpool(
+        lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
+    )
+    return await run_in_threadpool(
+        lambda: conversations.add(
+            tenant, conversation_id, "assistant", text, query_id=query_id, answer=answer
+        )
+    )
+
+
 async def remember(
     state: ServeState, tenant: str, conversation_id: str, question: str, answer: Answer,
     query_id: str, body: dict[str, Any],
@@ -80,18 +98,12 @@ async def remember(
     an answer cut short is stored as it stands, marked ``incomplete``. When the write
     fails (a full disk) the answer stands: None, and ``metadata.conversation_note``
     in ``body`` says why."""
-    conversations = state.conversations
     stored = body
     if not answer.complete:
         stored = {**body, "incomplete": True, "reason": answer.error or "generation stopped"}
     try:
-        await run_in_threadpool(
-            lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
-        )
-        return await run_in_threadpool(
-            lambda: conversations.add(
-                tenant, conversation_id, "assistant", answer.text, query_id=query_id, answer=stored
-            )
+        return await store_exchange(
+            state, tenant, conversation_id, question, answer.text, query_id, stored
         )
     except NotSaved as exc:
         body["metadata"]["conversation_note"] = str(exc)
@@ -197,19 +209,9 @@ async def remember_cut(
     query_id: str, reason: str,
 ) -> None:  # fmt: skip
     """Store an exchange whose stream ended before its answer did (client gone)."""
-    conversations = state.conversations
     marked = {"incomplete": True, "reason": reason}
-    try:
-        await run_in_threadpool(
-            lambda: conversations.add(tenant, conversation_id, "user", question, query_id=query_id)
-        )
-        await run_in_threadpool(
-            lambda: conversations.add(
-                tenant, conversation_id, "assistant", partial, query_id=query_id, answer=marked
-            )
-        )
-    except NotSaved:
-        pass  # logged; the client is gone, nobody to tell
+    with contextlib.suppress(NotSaved):  # logged; the client is gone, nobody to tell
+        await store_exchange(state, tenant, conversation_id, question, partial, query_id, marked)
 
 
 async def chat_events(
