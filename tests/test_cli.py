@@ -195,7 +195,7 @@ def test_ingest_progress_line_names_chunks(tmp_path: Path, monkeypatch: pytest.M
 
     from rich.console import Console
 
-    from ragline import cli
+    from ragline.cli import indexing
 
     (tmp_path / "docs").mkdir()
     for name in ("a", "b", "c"):
@@ -203,7 +203,7 @@ def test_ingest_progress_line_names_chunks(tmp_path: Path, monkeypatch: pytest.M
             f"# Note {name}\n\nThe {name} note says something worth embedding.\n"
         )
     screen = StringIO()
-    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=160))
+    monkeypatch.setattr(indexing, "err", Console(file=screen, force_terminal=True, width=160))
     monkeypatch.setenv("RAGLINE_WRITE_BATCH_CHUNKS", "1")
     result = runner.invoke(app, ["ingest", str(tmp_path / "docs"), "--index", str(tmp_path / "i")])
     assert result.exit_code == 0, result.output
