@@ -17,6 +17,7 @@ from ragline.serve.querylog_rows import (
     Guarded,
     QueryLogError,
     QueryLogRow,
+    migration_steps,
     to_record,
 )
 
@@ -156,14 +157,8 @@ class PostgresQueryLog(Guarded):
                 f"SELECT value FROM {_PG_TABLE}_meta WHERE key = 'schema_version'"
             ).fetchone()
             version = int(got[0]) if got else 0
-            if version > SCHEMA_VERSION:
-                raise QueryLogError(
-                    f"query log schema version {version} is newer than this ragline "
-                    f"({SCHEMA_VERSION})"
-                )
-            for v in range(version + 1, SCHEMA_VERSION + 1):
-                for stmt in _PG_MIGRATIONS[v]:
-                    conn.execute(stmt)
+            for stmt in migration_steps(version, _PG_MIGRATIONS):
+                conn.execute(stmt)
             conn.execute(
                 f"INSERT INTO {_PG_TABLE}_meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

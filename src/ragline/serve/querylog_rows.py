@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -329,6 +329,20 @@ def from_record(rec: Sequence[Any]) -> QueryLogRow:
 def check_limit(limit: int) -> None:
     if not 1 <= limit <= 100_000:
         raise ValueError(f"limit must be between 1 and 100000, not {limit}")
+
+
+def migration_steps(
+    version: int, migrations: Mapping[int, Sequence[str]], hint: str = ""
+) -> list[str]:
+    """The statements that bring a log's schema from ``version`` to
+    :data:`SCHEMA_VERSION`, in order. Both stores refuse a schema newer than this
+    ragline the same way: a :class:`QueryLogError` (``hint`` says what to do)."""
+    if version > SCHEMA_VERSION:
+        raise QueryLogError(
+            f"query log schema version {version} is newer than this ragline "
+            f"({SCHEMA_VERSION}){hint}"
+        )
+    return [stmt for v in range(version + 1, SCHEMA_VERSION + 1) for stmt in migrations[v]]
 
 
 def retention_cutoff(retention_days: int) -> str:

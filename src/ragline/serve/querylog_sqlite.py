@@ -19,6 +19,7 @@ from ragline.serve.querylog_rows import (
     Guarded,
     QueryLogError,
     QueryLogRow,
+    migration_steps,
     retention_cutoff,
     to_record,
 )
@@ -83,14 +84,9 @@ def migrate_sqlite(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise QueryLogError(
-                f"query log schema version {version} is newer than this ragline "
-                f"({SCHEMA_VERSION}); upgrade ragline or point QUERY_LOG_URL elsewhere"
-            )
-        for v in range(version + 1, SCHEMA_VERSION + 1):
-            for stmt in SQLITE_MIGRATIONS[v]:
-                conn.execute(stmt)
+        hint = "; upgrade ragline or point QUERY_LOG_URL elsewhere"
+        for stmt in migration_steps(version, SQLITE_MIGRATIONS, hint):
+            conn.execute(stmt)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
