@@ -70,6 +70,31 @@ class Embedder(Protocol):
         ...
 
 
+class EmbedderWrapper:
+    """The base of an embedder that wraps ``inner``: the model's facts (fingerprint,
+    dimension, window, token count) are ``inner``'s, because a wrapper changes only
+    how query or passage vectors are produced, never which model made them (so an
+    index built through a wrapper matches one built with ``inner`` itself)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+
+    @property
+    def fingerprint(self) -> ModelFingerprint:
+        return self._inner.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    @property
+    def window_tokens(self) -> int:
+        return self._inner.window_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self._inner.count_tokens(text)
+
+
 def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
     """Digest of a weights file, for the fingerprint."""
     h = hashlib.sha256()

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ragline.embed.base import Embedder, ModelFingerprint, Vectors
+from ragline.embed.base import Embedder, EmbedderWrapper, Vectors
 
 
 @runtime_checkable
@@ -52,7 +52,7 @@ class _Waiter:
         return self.vector
 
 
-class CoalescingEmbedder:
+class CoalescingEmbedder(EmbedderWrapper):
     """An :class:`Embedder` whose concurrent ``embed_query`` calls share model runs.
 
     ``embed_many`` embeds a list of queries exactly as ``inner.embed_query`` embeds
@@ -73,7 +73,7 @@ class CoalescingEmbedder:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if max_runs < 1:
             raise ValueError(f"max_runs must be >= 1, got {max_runs}")
-        self._inner = inner
+        super().__init__(inner)
         self._embed_many = embed_many
         self._max_batch = max_batch
         self._lock = threading.Lock()
@@ -101,23 +101,8 @@ class CoalescingEmbedder:
         with self._lock:
             return self._runs, self._queries
 
-    @property
-    def fingerprint(self) -> ModelFingerprint:
-        return self._inner.fingerprint
-
-    @property
-    def dimension(self) -> int:
-        return self._inner.dimension
-
-    @property
-    def window_tokens(self) -> int:
-        return self._inner.window_tokens
-
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self._inner.embed_documents(texts)
-
-    def count_tokens(self, text: str) -> int:
-        return self._inner.count_tokens(text)
 
     def embed_query(self, text: str) -> Vectors:
         if not isinstance(text, str):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -310,27 +310,14 @@ class OnnxEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Vectors in input order; batches are formed from length-sorted passages."""
-        items = text_list(texts)
-        if not items:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        session = self._load()
-        encodings = self._encoder.encode_batch(items)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(items))
-        out = np.empty((len(items), self.dimension), dtype=np.float32)
-        batches = plan_batches(lengths, self._batch_size, self._max_batch_tokens, self._workers)
-
-        def run(idx: npt.NDArray[np.intp]) -> None:
-            out[idx] = self._run(session, [encodings[i] for i in idx], "texts")
-
-        workers = min(self._workers, len(batches))
-        if workers == 1:
-            for idx in batches:
-                run(idx)
-        else:
-            # Batches write disjoint rows of `out`; list() re-raises a worker's error.
-            with ThreadPoolExecutor(workers, thread_name_prefix="ragline-embed") as pool:
-                list(pool.map(run, batches))
-        return out
+        return self._embed(
+            texts,
+            lambda lengths: plan_batches(
+                lengths, self._batch_size, self._max_batch_tokens, self._workers
+            ),
+            "texts",
+            self._workers,
+        )
 
     def embed_query(self, text: str) -> Vectors:
         return np.asarray(self.embed_queries([text])[0], dtype=np.float32)
@@ -343,8 +330,25 @@ class OnnxEmbedder:
         model run padded to its longest query; the attention mask keeps the padding
         out of every vector, which equals the query embedded alone within float
         rounding. A run's fixed cost is shared by its group, so n short queries cost
-        less CPU than n runs.
+        less CPU than n runs. The runs go one after another on the calling thread.
         """
+        return self._embed(
+            texts,
+            lambda lengths: plan_query_runs(lengths, RUN_FIXED_COST_TOKENS, self._max_batch_tokens),
+            "queries",
+            1,
+        )
+
+    def _embed(
+        self,
+        texts: Sequence[str],
+        plan: Callable[[npt.NDArray[np.int64]], list[npt.NDArray[np.intp]]],
+        what: str,
+        workers: int,
+    ) -> Vectors:
+        """``texts``' vectors in input order, one model run per index group that ``plan``
+        makes of their token counts, on up to ``workers`` threads. Passages and queries
+        differ only in how they are grouped and how many runs go side by side."""
         items = text_list(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -352,8 +356,19 @@ class OnnxEmbedder:
         encodings = self._encoder.encode_batch(items)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(items))
         out = np.empty((len(items), self.dimension), dtype=np.float32)
-        for idx in plan_query_runs(lengths, RUN_FIXED_COST_TOKENS, self._max_batch_tokens):
-            out[idx] = self._run(session, [encodings[i] for i in idx], "queries")
+        groups = plan(lengths)
+
+        def run(idx: npt.NDArray[np.intp]) -> None:
+            out[idx] = self._run(session, [encodings[i] for i in idx], what)
+
+        workers = min(workers, len(groups))
+        if workers == 1:
+            for idx in groups:
+                run(idx)
+        else:
+            # Groups write disjoint rows of `out`; list() re-raises a worker's error.
+            with ThreadPoolExecutor(workers, thread_name_prefix="ragline-embed") as pool:
+                list(pool.map(run, groups))
         return out
 
     def _run(

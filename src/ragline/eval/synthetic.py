@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragline.embed.base import Embedder, ModelFingerprint, Vectors
+from ragline.embed.base import Embedder, EmbedderWrapper, ModelFingerprint, Vectors
 from ragline.ingest.records import content_hash, doc_id_for
 from ragline.store.base import DocumentWrite, Store
 from ragline.types import Chunk, DocumentRecord
@@ -307,25 +307,13 @@ def build_index(
     return BuildStats(rows, writes, t1 - t0, t2 - t1)
 
 
-class PrecomputedEmbedder:
+class PrecomputedEmbedder(EmbedderWrapper):
     """An embedder that returns query vectors computed beforehand (by ``inner``), so
     a timed search measures store and fusion work only."""
 
     def __init__(self, inner: Embedder, queries: Sequence[str]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._vectors = {q: inner.embed_query(q) for q in dict.fromkeys(queries)}
-
-    @property
-    def fingerprint(self) -> ModelFingerprint:
-        return self._inner.fingerprint
-
-    @property
-    def dimension(self) -> int:
-        return self._inner.dimension
-
-    @property
-    def window_tokens(self) -> int:
-        return self._inner.window_tokens
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return np.stack([self.embed_query(t) for t in texts])
@@ -335,9 +323,6 @@ class PrecomputedEmbedder:
             return self._vectors[text]
         except KeyError:
             raise KeyError(f"no precomputed vector for query {text[:60]!r}") from None
-
-    def count_tokens(self, text: str) -> int:
-        return self._inner.count_tokens(text)
 
 
 def pseudo_queries(pool: Sequence[Window], n: int, seed: int) -> list[str]:

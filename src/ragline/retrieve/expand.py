@@ -13,7 +13,7 @@ graph store and through the same neighbour lookup on every other store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from ragline.types import Chunk, Hit
@@ -52,7 +52,6 @@ def expand_neighbours(
     if window == 0 or not hits:
         return list(hits)
 
-    present_ids = {h.chunk.id for h in hits}
     hit_positions: dict[str, set[int]] = {}
     for h in hits:
         hit_positions.setdefault(h.chunk.doc_id, set()).add(h.chunk.chunk_index)
@@ -72,30 +71,43 @@ def expand_neighbours(
         for chunk in fetch(doc_id, sorted(indices)):
             by_position[(doc_id, chunk.chunk_index)] = chunk
 
+    def neighbours(h: Hit) -> Iterator[Chunk]:
+        for offset in _nearest_first(window):
+            chunk = by_position.get((h.chunk.doc_id, h.chunk.chunk_index + offset))
+            if chunk is not None:
+                yield chunk
+
+    return _attach(hits, neighbours, token_budget)
+
+
+def _attach(
+    hits: list[Hit], candidates: Callable[[Hit], Iterable[Chunk]], token_budget: int
+) -> list[Hit]:
+    """Each hit with the ``candidates`` it gets, its group in document order.
+
+    The budget rule both expansions share, so they stay alike: better-ranked hits
+    first, each hit's candidates in the order given (nearest first), chunks already
+    present skipped, and adding stops for good at the first chunk whose tokens would
+    take the total added past ``token_budget`` (so context never has holes). An
+    added chunk is a ``Hit`` with its parent's score and rank.
+    """
+    present_ids = {h.chunk.id for h in hits}
     out: list[Hit] = []
     used = 0
     exhausted = False
     for h in hits:
         before: list[Hit] = []
         after: list[Hit] = []
-        if not exhausted:
-            for offset in _nearest_first(window):
-                idx = h.chunk.chunk_index + offset
-                neighbour = by_position.get((h.chunk.doc_id, idx))
-                if neighbour is None or neighbour.id in present_ids:
-                    continue
-                if used + neighbour.token_count > token_budget:
-                    exhausted = True
-                    break
-                used += neighbour.token_count
-                present_ids.add(neighbour.id)
-                added = Hit(
-                    chunk=neighbour,
-                    score=h.score,
-                    rank=h.rank,
-                    expanded_from=h.chunk.id,
-                )
-                (before if offset < 0 else after).append(added)
+        for chunk in () if exhausted else candidates(h):
+            if chunk.id in present_ids:
+                continue
+            if used + chunk.token_count > token_budget:
+                exhausted = True
+                break
+            used += chunk.token_count
+            present_ids.add(chunk.id)
+            added = Hit(chunk=chunk, score=h.score, rank=h.rank, expanded_from=h.chunk.id)
+            (before if chunk.chunk_index < h.chunk.chunk_index else after).append(added)
         before.sort(key=lambda n: n.chunk.chunk_index)
         after.sort(key=lambda n: n.chunk.chunk_index)
         out += [*before, h, *after]
@@ -185,27 +197,10 @@ def expand_graph(
         raise ValueError(f"window must be >= 0, got {window}")
     if token_budget < 0:
         raise ValueError(f"token_budget must be >= 0, got {token_budget}")
-    present_ids = {h.chunk.id for h in hits}
-    out: list[Hit] = []
-    used = 0
-    exhausted = False
-    for h in hits:
-        before: list[Hit] = []
-        after: list[Hit] = []
-        around = context_around(
+    return _attach(
+        hits,
+        lambda h: context_around(
             h.chunk, related.get(h.chunk.id, ()), window=window, same_section=same_section
-        )
-        for chunk in () if exhausted else around:
-            if chunk.id in present_ids:
-                continue
-            if used + chunk.token_count > token_budget:
-                exhausted = True
-                break
-            used += chunk.token_count
-            present_ids.add(chunk.id)
-            added = Hit(chunk=chunk, score=h.score, rank=h.rank, expanded_from=h.chunk.id)
-            (before if chunk.chunk_index < h.chunk.chunk_index else after).append(added)
-        before.sort(key=lambda n: n.chunk.chunk_index)
-        after.sort(key=lambda n: n.chunk.chunk_index)
-        out += [*before, h, *after]
-    return out
+        ),
+        token_budget,
+    )

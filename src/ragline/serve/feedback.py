@@ -31,37 +31,34 @@ FEEDBACK_COLUMNS = (
     "ip_hash",
 )
 
-SQLITE_FEEDBACK_DDL = (
-    """CREATE TABLE query_feedback (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
+
+def feedback_ddl(table: str, *, id_column: str, time_type: str) -> tuple[str, ...]:
+    """The feedback table and its index, in either log's SQL: one column list, so the
+    SQLite and PostgreSQL tables cannot drift apart; the dialects differ only in the
+    id column and the timestamp type."""
+    return (
+        f"""CREATE TABLE {table} (
+        id {id_column},
         query_id TEXT NOT NULL,
         tenant TEXT NOT NULL,
-        created_at TEXT NOT NULL,
+        created_at {time_type} NOT NULL,
         kind TEXT NOT NULL,
         rating TEXT,
         comment TEXT,
         citation INTEGER,
         ip_hash TEXT NOT NULL
     )""",
-    "CREATE INDEX query_feedback_tenant_query ON query_feedback (tenant, query_id)",
+        f"CREATE INDEX {table}_tenant_query ON {table} (tenant, query_id)",
+    )
+
+
+SQLITE_FEEDBACK_DDL = feedback_ddl(
+    "query_feedback", id_column="INTEGER PRIMARY KEY AUTOINCREMENT", time_type="TEXT"
 )
 
 
 def postgres_feedback_ddl(table: str) -> tuple[str, ...]:
-    return (
-        f"""CREATE TABLE {table} (
-            id BIGSERIAL PRIMARY KEY,
-            query_id TEXT NOT NULL,
-            tenant TEXT NOT NULL,
-            created_at TIMESTAMPTZ NOT NULL,
-            kind TEXT NOT NULL,
-            rating TEXT,
-            comment TEXT,
-            citation INTEGER,
-            ip_hash TEXT NOT NULL
-        )""",
-        f"CREATE INDEX {table}_tenant_query ON {table} (tenant, query_id)",
-    )
+    return feedback_ddl(table, id_column="BIGSERIAL PRIMARY KEY", time_type="TIMESTAMPTZ")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 from ragline.serve.feedback import (
     FEEDBACK_COLUMNS,
     FeedbackRow,
-    from_feedback_record,
     postgres_feedback_ddl,
 )
 from ragline.serve.querylog_rows import (
     COLUMNS,
-    PRUNE_EVERY_S,
     SCHEMA_VERSION,
     Guarded,
     QueryLogError,
     QueryLogRow,
-    check_limit,
-    from_record,
+    migration_steps,
     to_record,
 )
 
@@ -82,6 +76,9 @@ class PostgresQueryLog(Guarded):
     log, ``write`` never raises and reconnects after a failure.
     """
 
+    _table, _feedback_table = _PG_TABLE, _PG_FEEDBACK
+    _mark, _tiebreak = "%s", "query_id"
+
     def __init__(
         self,
         url: str,
@@ -97,21 +94,13 @@ class PostgresQueryLog(Guarded):
                 "QUERY_LOG_URL is a PostgreSQL URL but psycopg is not installed "
                 "(pip install -e '.[postgres]')"
             ) from e
+        super().__init__(timeout_s=timeout_s, retention_days=retention_days, privacy=privacy)
         self._psycopg: Any = psycopg
         self.url = url
-        self.privacy = privacy
-        self.timeout_s = timeout_s
-        self.retention_days = retention_days
-        self._lock = threading.Lock()
         self._conn: Any = None
-        self._last_prune = float("-inf")
         self._label = "in PostgreSQL"
         self._errors = (psycopg.Error,)
-        try:
-            with self._lock:
-                self._connection()
-        except Exception as e:
-            log.warning("query log database cannot be reached; requests go unlogged: %s", e)
+        self._connect_or_warn("database cannot be reached")
 
     def write(self, row: QueryLogRow) -> bool:
         try:
@@ -131,18 +120,6 @@ class PostgresQueryLog(Guarded):
             log.warning("query log write to PostgreSQL failed (request not affected): %s", e)
             return False
 
-    def rows(self, tenant: str, limit: int = 100) -> list[QueryLogRow]:
-        check_limit(limit)
-        sql = (
-            f"SELECT {', '.join(COLUMNS)} FROM {_PG_TABLE} WHERE tenant = %s "
-            "ORDER BY created_at DESC, query_id DESC LIMIT %s"
-        )
-        return [from_record(r) for r in self._query(sql, (tenant, limit))]
-
-    def has_query(self, tenant: str, query_id: str) -> bool:
-        sql = f"SELECT 1 FROM {_PG_TABLE} WHERE tenant = %s AND query_id = %s"
-        return self._query(sql, (tenant, query_id), fetch="one") is not None
-
     def add_feedback(self, row: FeedbackRow) -> None:
         rec = list(row.record(privacy=self.privacy))
         rec[2] = datetime.fromisoformat(row.created_at)
@@ -152,13 +129,8 @@ class PostgresQueryLog(Guarded):
         )
         self._query(sql, rec, fetch="none", doing="store feedback")
 
-    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
-        start = datetime.fromisoformat(since) if since else datetime.min.replace(tzinfo=UTC)
-        sql = (
-            f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM {_PG_FEEDBACK} "
-            "WHERE tenant = %s AND created_at >= %s ORDER BY created_at, id"
-        )
-        return [from_feedback_record(r) for r in self._query(sql, (tenant, start))]
+    def _since(self, since: str) -> datetime:
+        return datetime.fromisoformat(since) if since else datetime.min.replace(tzinfo=UTC)
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -185,31 +157,17 @@ class PostgresQueryLog(Guarded):
                 f"SELECT value FROM {_PG_TABLE}_meta WHERE key = 'schema_version'"
             ).fetchone()
             version = int(got[0]) if got else 0
-            if version > SCHEMA_VERSION:
-                raise QueryLogError(
-                    f"query log schema version {version} is newer than this ragline "
-                    f"({SCHEMA_VERSION})"
-                )
-            for v in range(version + 1, SCHEMA_VERSION + 1):
-                for stmt in _PG_MIGRATIONS[v]:
-                    conn.execute(stmt)
+            for stmt in migration_steps(version, _PG_MIGRATIONS):
+                conn.execute(stmt)
             conn.execute(
                 f"INSERT INTO {_PG_TABLE}_meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                 (str(SCHEMA_VERSION),),
             )
 
-    def _drop(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-        self._conn = None
-
     def _maybe_prune(self, conn: Any) -> None:
-        now = time.monotonic()
-        if self.retention_days <= 0 or now - self._last_prune < PRUNE_EVERY_S:
+        if not self._prune_due():
             return
-        self._last_prune = now
         for table in (_PG_TABLE, _PG_FEEDBACK):
             conn.execute(
                 f"DELETE FROM {table} WHERE created_at < now() - make_interval(days => %s)",

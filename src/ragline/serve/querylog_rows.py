@@ -14,8 +14,9 @@ import logging
 import os
 import secrets
 import threading
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +24,9 @@ from typing import Any, Literal, Protocol
 
 from ragline.errors import FaultError
 from ragline.serve.feedback import (
+    FEEDBACK_COLUMNS,
     FeedbackRow,
+    from_feedback_record,
 )
 from ragline.settings import Settings
 from ragline.types import Answer
@@ -328,6 +331,20 @@ def check_limit(limit: int) -> None:
         raise ValueError(f"limit must be between 1 and 100000, not {limit}")
 
 
+def migration_steps(
+    version: int, migrations: Mapping[int, Sequence[str]], hint: str = ""
+) -> list[str]:
+    """The statements that bring a log's schema from ``version`` to
+    :data:`SCHEMA_VERSION`, in order. Both stores refuse a schema newer than this
+    ragline the same way: a :class:`QueryLogError` (``hint`` says what to do)."""
+    if version > SCHEMA_VERSION:
+        raise QueryLogError(
+            f"query log schema version {version} is newer than this ragline "
+            f"({SCHEMA_VERSION}){hint}"
+        )
+    return [stmt for v in range(version + 1, SCHEMA_VERSION + 1) for stmt in migrations[v]]
+
+
 def retention_cutoff(retention_days: int) -> str:
     return (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="microseconds")
 
@@ -375,19 +392,84 @@ def persisted_salt(path: Path) -> str:
 
 class Guarded:
     """The lock and drop-on-failure discipline both database logs share: one thread at
-    a time, and any failure closes the connection so the next call starts afresh."""
+    a time, and any failure closes the connection so the next call starts afresh.
 
-    _lock: threading.Lock
+    The common state, the first connection, the reads (:meth:`rows`, :meth:`has_query`,
+    :meth:`feedback`) and the prune throttle live here too: the stores differ only in
+    table names, the parameter marker and the tie-break column, so each sets those
+    and one SQL text serves both."""
+
+    #: The open connection, or None until the next call opens one.
+    _conn: Any
     #: How error messages name the log ("/path/querylog.sqlite3", "in PostgreSQL").
     _label: str
     #: The driver's errors that a read or a feedback write turns into QueryLogError.
     _errors: tuple[type[BaseException], ...]
+    #: The two tables and the driver's parameter marker ("?" or "%s").
+    _table: str
+    _feedback_table: str
+    _mark: str
+    #: The column that orders rows written in the same microsecond, newest first.
+    _tiebreak: str
+
+    def __init__(self, *, timeout_s: float, retention_days: int, privacy: bool) -> None:
+        self.privacy = privacy
+        self.timeout_s = timeout_s
+        self.retention_days = retention_days
+        self._lock = threading.Lock()
+        self._last_prune = float("-inf")
+
+    def _connect_or_warn(self, failure: str) -> None:
+        """Connect once at startup. A failure is only a warning (``failure`` says what went
+        wrong): the server answers without a log, and the next write tries again."""
+        try:
+            with self._lock:
+                self._connection()
+        except Exception as e:
+            log.warning("query log %s; requests go unlogged: %s", failure, e)
 
     def _drop(self) -> None:
-        raise NotImplementedError
+        """Close the connection, ignoring a close that fails (the link may be gone already)."""
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
 
     def _connection(self) -> Any:
         raise NotImplementedError
+
+    def _since(self, since: str) -> Any:
+        """The ``since`` parameter as the driver compares it to ``created_at``."""
+        return since
+
+    def rows(self, tenant: str, limit: int = 100) -> list[QueryLogRow]:
+        """The tenant's newest rows first. Raises :class:`QueryLogError` if unreadable."""
+        check_limit(limit)
+        sql = (
+            f"SELECT {', '.join(COLUMNS)} FROM {self._table} WHERE tenant = {self._mark} "
+            f"ORDER BY created_at DESC, {self._tiebreak} DESC LIMIT {self._mark}"
+        )
+        return [from_record(r) for r in self._query(sql, (tenant, limit))]
+
+    def has_query(self, tenant: str, query_id: str) -> bool:
+        sql = f"SELECT 1 FROM {self._table} WHERE tenant = {self._mark} AND query_id = {self._mark}"
+        return self._query(sql, (tenant, query_id), fetch="one") is not None
+
+    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
+        sql = (
+            f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM {self._feedback_table} "
+            f"WHERE tenant = {self._mark} AND created_at >= {self._mark} ORDER BY created_at, id"
+        )
+        return [from_feedback_record(r) for r in self._query(sql, (tenant, self._since(since)))]
+
+    def _prune_due(self) -> bool:
+        """Whether retention is on and the last prune is :data:`PRUNE_EVERY_S` old (then
+        the clock restarts): pruning on every write would cost a DELETE per request."""
+        now = time.monotonic()
+        if self.retention_days <= 0 or now - self._last_prune < PRUNE_EVERY_S:
+            return False
+        self._last_prune = now
+        return True
 
     def _query(
         self,

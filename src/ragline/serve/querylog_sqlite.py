@@ -6,25 +6,20 @@ import contextlib
 import logging
 import os
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 from ragline.serve.feedback import (
     FEEDBACK_COLUMNS,
     SQLITE_FEEDBACK_DDL,
     FeedbackRow,
-    from_feedback_record,
 )
 from ragline.serve.querylog_rows import (
     COLUMNS,
-    PRUNE_EVERY_S,
     SCHEMA_VERSION,
     Guarded,
     QueryLogError,
     QueryLogRow,
-    check_limit,
-    from_record,
+    migration_steps,
     retention_cutoff,
     to_record,
 )
@@ -89,14 +84,9 @@ def migrate_sqlite(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise QueryLogError(
-                f"query log schema version {version} is newer than this ragline "
-                f"({SCHEMA_VERSION}); upgrade ragline or point QUERY_LOG_URL elsewhere"
-            )
-        for v in range(version + 1, SCHEMA_VERSION + 1):
-            for stmt in SQLITE_MIGRATIONS[v]:
-                conn.execute(stmt)
+        hint = "; upgrade ragline or point QUERY_LOG_URL elsewhere"
+        for stmt in migration_steps(version, SQLITE_MIGRATIONS, hint):
+            conn.execute(stmt)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -114,6 +104,9 @@ class SqliteQueryLog(Guarded):
     connection, so the next write tries again from scratch.
     """
 
+    _table, _feedback_table = "query_log", "query_feedback"
+    _mark, _tiebreak = "?", "rowid"
+
     def __init__(
         self,
         path: Path,
@@ -122,21 +115,13 @@ class SqliteQueryLog(Guarded):
         retention_days: int = 0,
         privacy: bool = False,
     ) -> None:
+        super().__init__(timeout_s=timeout_s, retention_days=retention_days, privacy=privacy)
         self.path = Path(path)
-        self.privacy = privacy
-        self.timeout_s = timeout_s
-        self.retention_days = retention_days
-        self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._ident: tuple[int, int] | None = None
-        self._last_prune = float("-inf")
         self._label = str(self.path)
         self._errors = (sqlite3.Error, OSError)
-        try:
-            with self._lock:
-                self._connection()
-        except Exception as e:  # not fatal: the server answers without a log
-            log.warning("query log %s cannot be opened; requests go unlogged: %s", self.path, e)
+        self._connect_or_warn(f"{self.path} cannot be opened")
 
     def write(self, row: QueryLogRow) -> bool:
         try:
@@ -151,29 +136,9 @@ class SqliteQueryLog(Guarded):
             log.warning("query log write to %s failed (request not affected): %s", self.path, e)
             return False
 
-    def rows(self, tenant: str, limit: int = 100) -> list[QueryLogRow]:
-        """The tenant's newest rows first. Raises :class:`QueryLogError` if unreadable."""
-        check_limit(limit)
-        sql = (
-            f"SELECT {', '.join(COLUMNS)} FROM query_log WHERE tenant = ? "
-            "ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        )
-        return [from_record(r) for r in self._query(sql, (tenant, limit))]
-
-    def has_query(self, tenant: str, query_id: str) -> bool:
-        sql = "SELECT 1 FROM query_log WHERE tenant = ? AND query_id = ?"
-        return self._query(sql, (tenant, query_id), fetch="one") is not None
-
     def add_feedback(self, row: FeedbackRow) -> None:
         record = row.record(privacy=self.privacy)
         self._query(_INSERT_FEEDBACK, record, fetch="none", doing="store feedback")
-
-    def feedback(self, tenant: str, since: str = "") -> list[FeedbackRow]:
-        sql = (
-            f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM query_feedback "
-            "WHERE tenant = ? AND created_at >= ? ORDER BY created_at, id"
-        )
-        return [from_feedback_record(r) for r in self._query(sql, (tenant, since))]
 
     # -- connection handling (call with the lock held) --
 
@@ -215,17 +180,12 @@ class SqliteQueryLog(Guarded):
         return conn
 
     def _drop(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-        self._conn = None
+        super()._drop()
         self._ident = None
 
     def _maybe_prune(self, conn: sqlite3.Connection) -> None:
-        now = time.monotonic()
-        if self.retention_days <= 0 or now - self._last_prune < PRUNE_EVERY_S:
+        if not self._prune_due():
             return
-        self._last_prune = now
         cutoff = retention_cutoff(self.retention_days)
         conn.execute("DELETE FROM query_log WHERE created_at < ?", (cutoff,))
         conn.execute("DELETE FROM query_feedback WHERE created_at < ?", (cutoff,))

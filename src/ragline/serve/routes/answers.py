@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -73,6 +74,45 @@ async def history_of(
     return conv.conversation_id, [{"role": m.role, "content": m.content} for m in msgs]
 
 
+@dataclass(frozen=True)
+class Started:
+    """An answer request, read and under way: its question, selected text, search
+    options, conversation (id and earlier messages), query id, log row and run."""
+
+    question: str
+    context: str | None
+    options: SearchOptions
+    conversation_id: str | None
+    history: list[dict[str, str]]
+    query_id: str
+    row: QueryLogRow
+    run: AnswerRun
+
+
+async def start_answer(
+    body: s.QueryRequest, who: Caller, state: ServeState, endpoint: str, *, new_conversation: bool
+) -> Started:
+    """Read, check and start a request of /api/query or /api/chat the same way for both:
+    bad input is refused before waiting for the engine, an unknown conversation after;
+    with ``new_conversation`` a request without one starts one (before its log row,
+    which names it)."""
+    settings = state.settings
+    question, context = question_and_context(body, settings)
+    options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
+    await wait_ready(state)
+    conversation_id, history = await history_of(state, who.tenant, body.conversation_id)
+    if conversation_id is None and new_conversation:
+        conv = await run_in_threadpool(state.conversations.create, who.tenant, question)
+        conversation_id = conv.conversation_id
+    query_id = new_query_id()
+    row = state.start_row(
+        who, endpoint, question, query_id,
+        session_id=body.session_id, conversation_id=conversation_id,
+    )  # fmt: skip
+    run = AnswerRun(state, who.tenant)
+    return Started(question, context, options, conversation_id, history, query_id, row, run)
+
+
 async def store_exchange(
     state: ServeState, tenant: str, conversation_id: str, question: str, text: str,
     query_id: str, answer: dict[str, Any],
@@ -119,18 +159,11 @@ async def remember(
 async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[str, Any]:
     started_ns = time.time_ns()
     settings = state.settings
-    question, context = question_and_context(body, settings)
-    options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
-    await wait_ready(state)
-    conversation_id, history = await history_of(state, who.tenant, body.conversation_id)
-    query_id = new_query_id()
-    row = state.start_row(
-        who, "/api/query", question, query_id,
-        session_id=body.session_id, conversation_id=conversation_id,
-    )  # fmt: skip
-    run = AnswerRun(state, who.tenant)
+    go = await start_answer(body, who, state, "/api/query", new_conversation=False)
+    question, conversation_id, query_id = go.question, go.conversation_id, go.query_id
+    run, row = go.run, go.row
     try:
-        answer = await run_in_threadpool(run.answer, question, history, context, options)
+        answer = await run_in_threadpool(run.answer, question, go.history, go.context, go.options)
     except (ValueError, StoreError) as exc:
         problem = engine_error(exc)
         await finish_row(state, row, problem.status_code, problem.message, None)
@@ -169,33 +202,20 @@ async def query(body: s.QueryRequest, who: CallerDep, state: StateDep) -> dict[s
 )
 async def chat(body: s.QueryRequest, who: CallerDep, state: StateDep) -> StreamingResponse:
     started_ns = time.time_ns()
-    settings = state.settings
-    question, context = question_and_context(body, settings)
-    options = search_options(body.max_results, body.mode, body.filters, who.tenant, settings)
-    await wait_ready(state)
-    conversation_id, history = await history_of(state, who.tenant, body.conversation_id)
-    if conversation_id is None:
-        conv = await run_in_threadpool(state.conversations.create, who.tenant, question)
-        conversation_id = conv.conversation_id
-    query_id = new_query_id()
-    row = state.start_row(
-        who, "/api/chat", question, query_id,
-        session_id=body.session_id, conversation_id=conversation_id,
-    )  # fmt: skip
-    run = AnswerRun(state, who.tenant)
-    cid: str = conversation_id
+    go = await start_answer(body, who, state, "/api/chat", new_conversation=True)
+    assert go.conversation_id is not None  # started above when the request had none
     return StreamingResponse(
         chat_events(
             state,
-            run,
-            question,
-            history,
-            context,
-            options,
+            go.run,
+            go.question,
+            go.history,
+            go.context,
+            go.options,
             who,
-            cid,
-            query_id,
-            row,
+            go.conversation_id,
+            go.query_id,
+            go.row,
             body.session_id,
             started_ns,
         ),
