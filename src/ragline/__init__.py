@@ -151,9 +151,9 @@ _LOCATIONS: dict[str, str] = {
     "SearchResult": "ragline.types",
     "Source": "ragline.types",
     "StreamEvent": "ragline.types",
-    "FieldBoosts": "ragline.types",  # BM25 weight per field (Store.keyword_candidates)
+    "FieldBoosts": "ragline.types",  # BM25 weight per field (CandidateQuery.boosts)
     "Scored": "ragline.types",  # an entry of a ranked list (ragline.fusion's input)
-    "Fused": "ragline.types",  # an entry of a fused ranking (Store.weighted_candidates)
+    "Fused": "ragline.types",  # an entry of a fused ranking (Candidates.fused)
     "ModelFingerprint": "ragline.embed.base",
     "IngestReport": "ragline.ingest.report",
     "FileFailure": "ragline.ingest.report",

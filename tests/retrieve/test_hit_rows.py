@@ -16,7 +16,7 @@ import pytest
 from ragline.embed.base import Embedder, Vectors
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite
+from ragline.store.base import CandidateQuery, DocumentWrite
 from ragline.store.lance import LanceStore
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -216,7 +216,7 @@ def test_a_search_with_no_candidates_reads_no_rows(
     with pytest.raises(ValueError, match="top_k"):
         retriever.search("lava", top_k=0)
     qv = embedder.embed_query("lava")
-    assert mirrored.weighted_candidates(qv, "lava", 0)[0] == []
+    assert mirrored.candidates(CandidateQuery(0, qv, "lava", weights=(0.4, 0.6))).fused == []
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))

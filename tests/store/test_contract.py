@@ -30,6 +30,7 @@ from ragline.engine import make_chunker
 from ragline.ingest.sync import Indexer
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, Store, StoreError
+from ragline.store.reads import keyword_search, vector_search
 from ragline.text.bm25 import tokenize
 from ragline.text.language import detect_language
 from ragline.types import FieldBoosts
@@ -110,8 +111,8 @@ def test_is_a_store_and_starts_empty(store: Store) -> None:
     assert store.count_chunks() == 0
     assert store.documents() == []
     assert store.stored_fingerprint() is None
-    assert store.keyword_search("gradient", 5) == []
-    assert store.vector_search(unit(np.random.default_rng(0), 1)[0], 5) == []
+    assert keyword_search(store, "gradient", 5) == []
+    assert vector_search(store, unit(np.random.default_rng(0), 1)[0], 5) == []
 
 
 def test_every_chunk_field_round_trips(store: Store) -> None:
@@ -148,9 +149,9 @@ def test_replacing_a_document_leaves_only_its_new_chunks(store: Store) -> None:
     assert [c.text for c in got if c.doc_id == "a"] == [c.text for c in new]
     assert store.count_chunks() == 4
     assert store.count_chunks({"doc_id": "a"}) == 2
-    hits = store.keyword_search("gradient", 10)
+    hits = keyword_search(store, "gradient", 10)
     assert ids(hits) == ["acme/a/0"]  # the old passage about gradient descent is gone
-    hits = store.vector_search(vecs[0], 1)
+    hits = vector_search(store, vecs[0], 1)
     assert ids(hits) == ["acme/a/0"]
     assert hits[0].vector_score == pytest.approx(1.0, abs=1e-5)
     assert [r.chunk_count for r in store.documents()] == [2, 2]
@@ -197,12 +198,12 @@ def test_delete_removes_chunks_from_both_searches_and_the_record(store: Store) -
     store.delete_document("a")
     assert store.count_chunks() == 3
     assert [r.doc_id for r in store.documents()] == ["b"]
-    assert "acme/a/0" not in ids(store.vector_search(vecs[0], 10))
-    assert store.keyword_search("gradient convolutional attention", 10) == []
+    assert "acme/a/0" not in ids(vector_search(store, vecs[0], 10))
+    assert keyword_search(store, "gradient convolutional attention", 10) == []
     assert store.vectors_for(["acme/a/0"]) == {}
     assert store.document_vectors("a") == {}
     store.optimize()
-    assert store.keyword_search("gradient", 10) == []
+    assert keyword_search(store, "gradient", 10) == []
     store.delete_document("never-there")  # deleting an unknown document is a no-op
 
 
@@ -238,8 +239,8 @@ def test_incremental_sync_through_the_indexer(
     texts = " ".join(c.text for c in all_chunks(store))
     assert "Momentum" in texts and "downhill" not in texts and "Attention" not in texts
     assert sorted(r.source.rsplit("/", 1)[-1] for r in store.documents()) == ["a.md", "b.md"]
-    assert ids(store.keyword_search("downhill attention", 5)) == []
-    assert [h.chunk.source.rsplit("/", 1)[-1] for h in store.keyword_search("momentum", 5)] == [
+    assert ids(keyword_search(store, "downhill attention", 5)) == []
+    assert [h.chunk.source.rsplit("/", 1)[-1] for h in keyword_search(store, "momentum", 5)] == [
         "a.md"
     ]
     assert len({c.id for c in all_chunks(store)}) == store.count_chunks()
@@ -266,16 +267,18 @@ def test_filters_push_down_in_both_searches(store: Store) -> None:
     for filters, docs in cases:
         expected = sum({"code": 3, "maths": 3, "other": 6}[d] for d in docs)
         assert store.count_chunks(filters) == expected, filters
-        vhits = store.vector_search(q, 20, filters)
+        vhits = vector_search(store, q, 20, filters)
         assert {h.chunk.doc_id for h in vhits} == docs, filters
         assert len(vhits) == expected  # a pre-filter: top-k stays full under a filter
-        khits = store.keyword_search("activations gradient attention networks weights", 20, filters)
+        khits = keyword_search(
+            store, "activations gradient attention networks weights", 20, filters
+        )
         assert {h.chunk.doc_id for h in khits} <= docs, filters
         assert all(h.keyword_score and h.keyword_score > 0 for h in khits)
     with pytest.raises((StoreError, ValueError)):
-        store.vector_search(q, 5, {"no such field": "x"})
+        vector_search(store, q, 5, {"no such field": "x"})
     with pytest.raises((StoreError, ValueError)):
-        store.keyword_search("gradient", 5, {"has_code": "yes"})
+        keyword_search(store, "gradient", 5, {"has_code": "yes"})
 
 
 def test_tenants_are_isolated(store: Store) -> None:
@@ -285,8 +288,10 @@ def test_tenants_are_isolated(store: Store) -> None:
     write(store, "doc2", PASSAGES[:2], same, tenant="zeta")
     for tenant in ("acme", "zeta"):
         f = {"tenant": tenant}
-        assert {h.chunk.tenant for h in store.vector_search(same[0], 10, f)} == {tenant}
-        assert {h.chunk.tenant for h in store.keyword_search("gradient weights", 10, f)} == {tenant}
+        assert {h.chunk.tenant for h in vector_search(store, same[0], 10, f)} == {tenant}
+        assert {h.chunk.tenant for h in keyword_search(store, "gradient weights", 10, f)} == {
+            tenant
+        }
         assert [r.tenant for r in store.documents(tenant)] == [tenant]
         assert store.count_chunks(f) == 2
     assert store.documents("nobody") == []
@@ -386,7 +391,7 @@ def test_bm25_scores_equal_the_reference(store: Store) -> None:
         for query in BM25_QUERIES:
             expected = reference_bm25(query, boosts)
             assert expected, query  # every query matches something
-            hits = store.keyword_search(query, 20, boosts=boosts)
+            hits = keyword_search(store, query, 20, boosts=boosts)
             got = {h.chunk.id: h.keyword_score for h in hits}
             assert got.keys() == expected.keys(), query
             for cid, score in expected.items():
@@ -394,18 +399,18 @@ def test_bm25_scores_equal_the_reference(store: Store) -> None:
             scores = [h.keyword_score or 0.0 for h in hits]
             assert scores == sorted(scores, reverse=True)
     # top-k is the head of the full ranking
-    full = store.keyword_search("networks weights training", 20)
-    assert ids(store.keyword_search("networks weights training", 3)) == ids(full)[:3]
+    full = keyword_search(store, "networks weights training", 20)
+    assert ids(keyword_search(store, "networks weights training", 3)) == ids(full)[:3]
     # a filter restricts the hits but not the corpus statistics
     expected = reference_bm25("weights", FieldBoosts())
-    (hit,) = store.keyword_search("weights", 5, {"doc_id": "bm1"})
+    (hit,) = keyword_search(store, "weights", 5, {"doc_id": "bm1"})
     assert hit.keyword_score == pytest.approx(expected["acme/bm1/0"], rel=1e-4)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "the of and", "!!! ??? ---", "a"])
 def test_empty_or_stop_word_queries_return_nothing(store: Store, query: str) -> None:
     write(store, "a", PASSAGES, seed=1)
-    assert store.keyword_search(query, 5) == []
+    assert keyword_search(store, query, 5) == []
 
 
 @pytest.mark.parametrize(
@@ -413,7 +418,7 @@ def test_empty_or_stop_word_queries_return_nothing(store: Store, query: str) -> 
 )
 def test_query_syntax_is_never_interpreted(store: Store, query: str) -> None:
     write(store, "a", PASSAGES, seed=1)
-    hits = store.keyword_search(query + " gradient", 5)
+    hits = keyword_search(store, query + " gradient", 5)
     assert ids(hits)[:1] == ["acme/a/0"]
 
 
@@ -439,7 +444,7 @@ def test_vector_recall_against_exact_search(store: Store) -> None:
     for q in unit(rng, 20):
         sims = matrix @ q
         truth = set(all_ids[np.argsort(-sims)[:10]])
-        hits = store.vector_search(q, 10)
+        hits = vector_search(store, q, 10)
         recall.append(len(truth & set(ids(hits))) / 10)
         for h in hits:
             i = int(np.flatnonzero(all_ids == h.chunk.id)[0])
@@ -449,7 +454,7 @@ def test_vector_recall_against_exact_search(store: Store) -> None:
         )
     assert float(np.mean(recall)) >= 0.95
     with pytest.raises(StoreError):
-        store.vector_search(np.ones(DIM + 1, np.float32), 5)
+        vector_search(store, np.ones(DIM + 1, np.float32), 5)
 
 
 def test_iter_chunks_returns_every_chunk_with_its_vector(store: Store) -> None:
@@ -494,8 +499,8 @@ def test_rebuild_swaps_in_a_new_model(store: Store) -> None:
     assert store.stored_fingerprint() == wide
     assert store.count_chunks() == 3
     q = unit(rng, 1, DIM * 2)[0]
-    assert len(store.vector_search(q, 5)) == 3
-    assert ids(store.keyword_search("gradient", 5)) == ["acme/a/0"]
+    assert len(vector_search(store, q, 5)) == 3
+    assert ids(keyword_search(store, "gradient", 5)) == ["acme/a/0"]
 
 
 # --------------------------------------------------------------------- crash
@@ -542,7 +547,7 @@ def check_consistent(store: Store) -> int:
         assert len(versions) == 1, (doc, versions)
         (v,) = versions
         assert sum(1 for c in chunks if c.doc_id == doc) == v % 5 + 1, (doc, v)
-    hits = store.keyword_search("version part", 100)
+    hits = keyword_search(store, "version part", 100)
     assert len(set(ids(hits))) == len(hits) == len(chunks)
     return min((next(iter(v)) for v in per_doc.values()), default=0)
 
@@ -646,7 +651,7 @@ def _write_lang_corpus(store: Store) -> None:
 def test_language_filter_pushes_down(store: Store) -> None:
     _write_lang_corpus(store)
     assert store.count_chunks({"language": "ja"}) == 1
-    (hit,) = store.vector_search(unit(np.random.default_rng(9), 1)[0], 5, {"language": "fr"})
+    (hit,) = vector_search(store, unit(np.random.default_rng(9), 1)[0], 5, {"language": "fr"})
     assert hit.chunk.metadata["language"] == "fr"
     # any metadata value is one escaped literal (or parameter): it matches nothing
     assert store.count_chunks({"language": "ja' OR 1=1 --"}) == 0
@@ -672,8 +677,8 @@ def test_keyword_search_analyses_each_language(store: Store) -> None:
                     s += idf * 2.2 * tf[term] / (tf[term] + 1.2 * (0.25 + 0.75 * len(d) / avgdl))
             if s > 0:
                 expected[f"acme/l{i}/0"] = s
-        hits = store.keyword_search(
-            query, 10, boosts=FieldBoosts(title=0.0, headings=0.0, text=1.0)
+        hits = keyword_search(
+            store, query, 10, boosts=FieldBoosts(title=0.0, headings=0.0, text=1.0)
         )
         assert hits and hits[0].chunk.doc_id == want, (query, q, ids(hits))
         got = {h.chunk.id: h.keyword_score for h in hits}
@@ -764,8 +769,8 @@ def test_operator_filters_select_the_same_chunks_on_every_store(store: Store) ->
         }
         assert ref == docs, filters
         assert store.count_chunks(filters) == per_doc * len(docs), filters
-        vhits = store.vector_search(q, 50, filters)
+        vhits = vector_search(store, q, 50, filters)
         assert {h.chunk.doc_id for h in vhits} == docs, filters
         assert len(vhits) == per_doc * len(docs), filters  # a pre-filter
-        khits = store.keyword_search("gradient attention activations networks", 50, filters)
+        khits = keyword_search(store, "gradient attention activations networks", 50, filters)
         assert {h.chunk.doc_id for h in khits} <= docs, filters

@@ -24,6 +24,7 @@ from ragline.store.base import DocumentWrite
 from ragline.store.filters import to_sql_predicate
 from ragline.store.postgres import PostgresStore
 from ragline.store.postgres import bm25 as postgres_bm25
+from ragline.store.reads import keyword_candidates
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts
 
@@ -172,10 +173,10 @@ def test_store_scorers_agree(corpus: tuple[str, str]) -> None:
         assert client.bm25_scorer == "numpy"  # the default
         for query in queries()[:10]:
             for filters in FILTERS:
-                want = exact.keyword_candidates(query, 20, filters)
+                want = keyword_candidates(exact, query, 20, filters)
                 assert want, (query, filters)
-                assert pruned.keyword_candidates(query, 20, filters) == want
-                assert client.keyword_candidates(query, 20, filters) == want
+                assert keyword_candidates(pruned, query, 20, filters) == want
+                assert keyword_candidates(client, query, 20, filters) == want
 
 
 def test_unknown_scorer_is_refused(corpus: tuple[str, str]) -> None:
@@ -252,8 +253,8 @@ def test_packed_lists_with_later_writes_and_deletes(pg_url: str) -> None:
         def same() -> None:
             for query in queries()[:15]:
                 for filters in FILTERS:
-                    want = exact.keyword_candidates(query, 10, filters)
-                    assert store.keyword_candidates(query, 10, filters) == want, (query, filters)
+                    want = keyword_candidates(exact, query, 10, filters)
+                    assert keyword_candidates(store, query, 10, filters) == want, (query, filters)
 
         same()
         store.replace_documents([doc(d, 100) for d in (1, 2)])  # 50 newer chunks, 50 stale
@@ -464,13 +465,13 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
                 f"INSERT INTO ragline_term_postings (term, postings) SELECT p.term, "
                 f"{postgres_bm25._PACK} FROM ragline_postings p GROUP BY p.term"
             )
-        want = {q: exact.keyword_candidates(q, 10) for q in queries()[:12]}
+        want = {q: keyword_candidates(exact, q, 10) for q in queries()[:12]}
         assert all(want.values())
-        assert {q: store.keyword_candidates(q, 10) for q in want} == want
+        assert {q: keyword_candidates(store, q, 10) for q in want} == want
         store.optimize()
         terms, mark = packed_meta(pg_url, schema)
         assert terms > 0 and mark > 0
-        assert {q: store.keyword_candidates(q, 10) for q in want} == want
+        assert {q: keyword_candidates(store, q, 10) for q in want} == want
 
 
 def test_the_pruning_settings_reach_the_store(pg_url: str) -> None:

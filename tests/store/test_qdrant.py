@@ -14,6 +14,7 @@ from qdrant_client import models
 from ragline.store import qdrant
 from ragline.store.base import DocumentWrite, StoreError
 from ragline.store.qdrant import SPARSE, QdrantStore, make_client
+from ragline.store.reads import keyword_search
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
@@ -59,13 +60,13 @@ def test_reopening_keeps_chunks_and_statistics(tmp_path: Path) -> None:
     store = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
     put(store, "a", ["gradient descent moves downhill", "attention"])
     store.optimize()
-    before = store.keyword_search("gradient", 5)
+    before = keyword_search(store, "gradient", 5)
     store.close()
     with pytest.raises(StoreError):
         store.count_chunks()
     again = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
     assert again.count_chunks() == 2
-    assert [(h.chunk.id, h.keyword_score) for h in again.keyword_search("gradient", 5)] == [
+    assert [(h.chunk.id, h.keyword_score) for h in keyword_search(again, "gradient", 5)] == [
         (h.chunk.id, h.keyword_score) for h in before
     ]
     again.close()
@@ -79,7 +80,7 @@ def test_sparse_scores_are_idf_times_stored_tf_weight(tmp_path: Path) -> None:
              ["gradient gradient descent", "descent only here", "nothing relevant"]]  # fmt: skip
     stats = bm25.FieldStats.of(terms)
     expected = bm25.field_score(["gradient"], terms[0], stats.df, stats.n, stats.avgdl)
-    hits = store.keyword_search("gradient", 5, boosts=None)
+    hits = keyword_search(store, "gradient", 5, boosts=None)
     # title and headings are the same for every chunk and never match "gradient"
     assert [h.chunk.id for h in hits] == ["t/a/0"]
     assert hits[0].keyword_score == pytest.approx(expected, rel=1e-5)

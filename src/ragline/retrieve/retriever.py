@@ -25,7 +25,7 @@ from ragline.retrieve.expand import (
 )
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
-from ragline.store.base import MALFORMED_CHUNKS, Ranking, Store, chunk_problem
+from ragline.store.base import MALFORMED_CHUNKS, CandidateQuery, Ranking, Store, chunk_problem
 from ragline.text.language import query_language
 from ragline.types import Filters, Fused, Hit, Scored, SearchResult
 
@@ -248,26 +248,26 @@ class Retriever:
         # reranker or the cut keeps is needed (weighted hybrid: the store fuses)
         store = self.store
         head = None if threshold > 0 else (rerank_depth if rerank else top_k)
-        vector: Ranking = []
-        keyword: Ranking = []
-        if mode == "hybrid" and s.hybrid_merge_method == "weighted":
-            assert qvec is not None
-            w = (s.hybrid_vector_weight, s.hybrid_keyword_weight)
-            ranked, ms = store.weighted_candidates(qvec, query, depth, scope, s.boosts, w, head)
-            clock.overlapped(ms)
+        weighted = mode == "hybrid" and s.hybrid_merge_method == "weighted"
+        found = store.candidates(
+            CandidateQuery(
+                depth,
+                vector=None if mode == "bm25" else qvec,
+                text=None if mode == "vector" else query,
+                filters=scope,
+                boosts=s.boosts,
+                weights=(s.hybrid_vector_weight, s.hybrid_keyword_weight) if weighted else None,
+                limit=head,
+            )
+        )
+        if mode == "hybrid":
+            clock.overlapped(found.ms)
         else:
-            if mode == "hybrid":
-                assert qvec is not None
-                vector, keyword, ms = store.hybrid_candidates(qvec, query, depth, scope, s.boosts)
-                clock.overlapped({"vector": ms["vector"], "keyword": ms["keyword"]})
-            elif mode == "vector":
-                assert qvec is not None
-                vector = store.vector_candidates(qvec, depth, scope)
-                clock.lap("vector")
-            else:
-                keyword = store.keyword_candidates(query, depth, scope, s.boosts)
-                clock.lap("keyword")
-            ranked = fuse(vector, keyword, mode, s, head)
+            clock.lap(mode.replace("bm25", "keyword"))
+        if found.fused is not None:
+            ranked = found.fused
+        else:
+            ranked = fuse(found.vector, found.keyword, mode, s, head)
         if threshold > 0 and qvec is not None and mode != "vector":
             ranked = with_cosines(ranked, store, qvec)
         clock.lap("fusion" if mode == "hybrid" else "threshold")

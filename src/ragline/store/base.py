@@ -18,7 +18,7 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.errors import FaultError
 from ragline.fusion import weighted_pairs
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused
 
 
 class StoreError(FaultError):
@@ -270,6 +270,68 @@ def check_writes(items: Sequence[DocumentWrite], dimension: int) -> list[Vectors
 Ranking = list[tuple[str, float]]
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateQuery:
+    """One candidate search: the cosine side when ``vector`` is set, the BM25 side
+    when ``text`` is, both for hybrid. ``weights`` (vector, keyword) asks the store to
+    fuse the two by weighted min-max (:func:`~ragline.fusion.weighted_pairs`) and keep
+    the first ``limit`` (all when None)."""
+
+    k: int
+    vector: Vectors | None = None
+    text: str | None = None
+    filters: Filters | None = None
+    boosts: FieldBoosts | None = None
+    weights: tuple[float, float] | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What :meth:`Store.candidates` found: each side's (id, score) ranking, best
+    first (empty for a side not asked, and may be empty when the store fused them
+    itself), the fused list when weights were given, and the milliseconds of
+    ``vector``, ``keyword`` (and ``fusion``); the two searches' times may overlap
+    when the store runs them concurrently."""
+
+    vector: Ranking
+    keyword: Ranking
+    ms: dict[str, float]
+    fused: list[Fused] | None = None
+
+
+def candidates_in_turn(
+    vector_top: Callable[[Vectors, int, Filters | None], Ranking],
+    keyword_top: Callable[[str, int, Filters | None, FieldBoosts | None], Ranking],
+    query: CandidateQuery,
+) -> Candidates:
+    """:meth:`Store.candidates` from a store's cosine and BM25 top-k calls: the asked
+    searches one after the other, each timed, fused in Python by id when asked."""
+    ms: dict[str, float] = {}
+    vector: Ranking = []
+    keyword: Ranking = []
+    t0 = time.perf_counter()
+    if query.vector is not None:
+        vector = vector_top(query.vector, query.k, query.filters)
+        ms["vector"] = (time.perf_counter() - t0) * 1e3
+    t1 = time.perf_counter()
+    if query.text is not None:
+        keyword = keyword_top(query.text, query.k, query.filters, query.boosts)
+        ms["keyword"] = (time.perf_counter() - t1) * 1e3
+    if query.weights is None:
+        return Candidates(vector, keyword, ms)
+    t2 = time.perf_counter()
+    fused = weighted_pairs(vector, keyword, *query.weights, limit=query.limit)
+    ms["fusion"] = (time.perf_counter() - t2) * 1e3
+    return Candidates(vector, keyword, ms, fused)
+
+
+def vectors_of(rows: Mapping[str, tuple[Chunk, Vectors]]) -> dict[str, Vectors]:
+    """The vectors of :meth:`Store.chunks_with_vectors` rows (a store whose vector
+    read costs the same as its row read answers :meth:`Store.vectors_for` so)."""
+    return {i: v for i, (_, v) in rows.items()}
+
+
 @runtime_checkable
 class Store(Protocol):
     """An index of chunks with their vectors, searchable by vector and by BM25.
@@ -277,9 +339,8 @@ class Store(Protocol):
     Search is two steps, so retrieval fuses and cuts on ids and scores and reads
     whole chunks only for the hits it returns:
 
-    1. candidates: :meth:`vector_candidates` (cosine) and :meth:`keyword_candidates`
-       (BM25, the scores of :mod:`ragline.text.bm25`), or both at once with
-       :meth:`hybrid_candidates`;
+    1. :meth:`candidates`: (chunk id, score) rankings by cosine and by BM25 (the
+       scores of :mod:`ragline.text.bm25`), one or both, optionally fused;
     2. rows: :meth:`chunks_with_vectors` for the ids that are kept.
 
     Filters are equality tests on chunk metadata (``tenant``, ``chapter``,
@@ -287,13 +348,12 @@ class Store(Protocol):
     applies them before its top-k (never post-filters), so top-k stays exact under
     a filter.
 
-    Writing a store: implement the calls below without a default; inherit
-    :class:`SearchDefaults` for :meth:`hybrid_candidates`, :meth:`weighted_candidates`,
-    :meth:`vector_search`, :meth:`keyword_search` and :meth:`vectors_for`, and
-    override any of them where the backend does better (LanceStore runs both
-    candidate searches on one snapshot and fuses them there by row position).
-    ``tests/store/contract.py`` registers the store for the contract suite, which
-    every store must pass unchanged.
+    Writing a store: implement every call below (:func:`candidates_in_turn` builds
+    :meth:`candidates` from a cosine and a BM25 top-k; LanceStore instead runs both
+    on one snapshot and fuses them there by row position). Whole-chunk conveniences
+    (:func:`ragline.store.reads.vector_search` …) are functions over this protocol,
+    not methods. ``tests/store/contract.py`` registers the store for the contract
+    suite, which every store must pass unchanged.
     """
 
     def stored_fingerprint(self) -> ModelFingerprint | None:
@@ -331,48 +391,11 @@ class Store(Protocol):
 
     # -- search, step 1: candidates by id and score
 
-    def vector_candidates(self, query: Vectors, k: int, filters: Filters | None = None) -> Ranking:
-        """Top-k (chunk id, cosine similarity) pairs, best first; exact or approximate
-        as the store documents, but the score is always the true cosine."""
-        ...
-
-    def keyword_candidates(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> Ranking:
-        """Top-k (chunk id, BM25 score) pairs over title, headings and text with field
-        boosts (a chunk scores its best boosted field), best first; positive scores only."""
-        ...
-
-    def hybrid_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> tuple[Ranking, Ranking, dict[str, float]]:
-        """Both candidate lists and each search's milliseconds (``vector``,
-        ``keyword``; they may overlap when the store runs them concurrently)."""
-        ...
-
-    def weighted_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-        weights: tuple[float, float] = (0.4, 0.6),
-        limit: int | None = None,
-    ) -> tuple[list[Fused], dict[str, float]]:
-        """:meth:`hybrid_candidates` fused by weighted min-max
-        (:func:`~ragline.fusion.weighted_pairs`, ``weights`` = vector,
-        keyword), the first ``limit`` only (all when None), with the milliseconds of
-        ``vector``, ``keyword`` and ``fusion``."""
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        """The cosine and/or BM25 candidates ``query`` asks for, each search timed;
+        fused by weighted min-max in the store when ``query.weights`` is set (a store
+        that keeps both indexes in one snapshot fuses there by row position; any other
+        calls :func:`candidates_in_turn`)."""
         ...
 
     # -- search, step 2: rows of the hits that are returned
@@ -382,24 +405,9 @@ class Store(Protocol):
         are absent (a hit deleted since its search is dropped, never shown)."""
         ...
 
-    # -- whole-chunk conveniences (SearchDefaults builds them from the calls above)
-
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        """:meth:`vector_candidates` with their chunks; ``Hit.vector_score`` is the cosine."""
-        ...
-
-    def keyword_search(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
-        """:meth:`keyword_candidates` with their chunks; ``Hit.keyword_score`` is BM25."""
-        ...
-
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors of the given chunk ids (unknown ids are absent)."""
+        """Stored vectors of the given chunk ids (unknown ids are absent): the cosines
+        a threshold needs for keyword-only candidates, without reading their text."""
         ...
 
     # -- reads for neighbours, maintenance and migration
@@ -442,78 +450,3 @@ class ClosesOnExit:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class SearchDefaults:
-    """The search calls a store gets from its candidate and row calls (mix in first).
-
-    A subclass implements ``vector_candidates``, ``keyword_candidates`` and
-    ``chunks_with_vectors``; everything here is built from them and may be
-    overridden where the backend does better.
-    """
-
-    def vector_candidates(self, query: Vectors, k: int, filters: Filters | None = None) -> Ranking:
-        raise NotImplementedError
-
-    def keyword_candidates(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> Ranking:
-        raise NotImplementedError
-
-    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
-        raise NotImplementedError
-
-    def hybrid_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> tuple[Ranking, Ranking, dict[str, float]]:
-        """The two candidate searches one after the other, each timed."""
-        t0 = time.perf_counter()
-        vector = self.vector_candidates(query_vector, k, filters)
-        t1 = time.perf_counter()
-        keyword = self.keyword_candidates(query, k, filters, boosts)
-        t2 = time.perf_counter()
-        return vector, keyword, {"vector": (t1 - t0) * 1e3, "keyword": (t2 - t1) * 1e3}
-
-    def weighted_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-        weights: tuple[float, float] = (0.4, 0.6),
-        limit: int | None = None,
-    ) -> tuple[list[Fused], dict[str, float]]:
-        """The two candidate lists fused in Python by id."""
-        vector, keyword, ms = self.hybrid_candidates(query_vector, query, k, filters, boosts)
-        t0 = time.perf_counter()
-        fused = weighted_pairs(vector, keyword, *weights, limit=limit)
-        return fused, {**ms, "fusion": (time.perf_counter() - t0) * 1e3}
-
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        pairs = self.vector_candidates(query, k, filters)
-        rows = self.chunks_with_vectors([i for i, _ in pairs])
-        return [Hit(chunk=rows[i][0], score=s, vector_score=s) for i, s in pairs if i in rows]
-
-    def keyword_search(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
-        pairs = self.keyword_candidates(query, k, filters, boosts)
-        rows = self.chunks_with_vectors([i for i, _ in pairs])
-        return [Hit(chunk=rows[i][0], score=s, keyword_score=s) for i, s in pairs if i in rows]
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        return {i: v for i, (_, v) in self.chunks_with_vectors(ids).items()}

@@ -26,6 +26,7 @@ from ragline.embed.base import Vectors
 from ragline.settings import Settings
 from ragline.store.base import DocumentWrite, Store, StoreError
 from ragline.store.factory import open_store, store_location
+from ragline.store.reads import keyword_search, vector_search
 from ragline.store.url import StoreLocation
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -267,8 +268,8 @@ def migrate_index(
     _verify_counts(source, target, records, report)
     for chunk, vector in samples:
         scope: Filters = {"tenant": chunk.tenant}
-        a = source.vector_search(vector, k, scope)
-        b = target.vector_search(vector, k, scope)
+        a = vector_search(source, vector, k, scope)
+        b = vector_search(target, vector, k, scope)
         report.searches.append(
             SearchCheck(
                 "vector",
@@ -280,8 +281,8 @@ def migrate_index(
             )
         )
         query = probe_query(chunk)
-        a = source.keyword_search(query, k, scope)
-        b = target.keyword_search(query, k, scope)
+        a = keyword_search(source, query, k, scope)
+        b = keyword_search(target, query, k, scope)
         report.searches.append(
             SearchCheck(
                 "bm25",

@@ -66,10 +66,12 @@ from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
     StoreError,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     chunk_from_row,
@@ -244,7 +246,7 @@ def make_client(
     return QdrantClient(path=str(path))
 
 
-class QdrantStore(SearchDefaults, ClosesOnExit):
+class QdrantStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on Qdrant (server, cluster or local mode).
 
     ``location``: a server URL or a local folder; ``collection``: name prefix of
@@ -688,7 +690,10 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
 
     # ------------------------------------------------------------------- search
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         if k <= 0:
@@ -717,7 +722,7 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
             )
         return [(str((p.payload or {})["id"]), float(p.score)) for p in result.points]
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,

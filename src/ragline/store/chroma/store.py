@@ -55,13 +55,16 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
     StoreError,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     takes_new_dimension,
+    vectors_of,
 )
 from ragline.store.chroma.bm25 import TermIndex
 from ragline.store.chroma.client import (
@@ -127,7 +130,7 @@ def _new_token() -> str:
     return uuid.uuid4().hex
 
 
-class ChromaStore(SearchDefaults, ClosesOnExit):
+class ChromaStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on ChromaDB (server or local folder).
 
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
@@ -462,7 +465,13 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
 
     # ------------------------------------------------------------------- search
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        return vectors_of(self.chunks_with_vectors(ids))
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         """Ids come from the record ids (``<write>:<chunk id>``): no metadata is read.
@@ -530,7 +539,7 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
             )
         return got
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,

@@ -41,13 +41,16 @@ import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
     StoreError,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     takes_new_dimension,
+    vectors_of,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.graph import cypher
@@ -62,14 +65,14 @@ from ragline.store.graph.schema import (
     term_key,
 )
 from ragline.text import bm25
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 _WRITE_BATCH = 128
 _PAGE = 1000
 _MAX_QUERY_CHARS = 2000
 
 
-class GraphStore(SearchDefaults, ClosesOnExit):
+class GraphStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on a FalkorDB server.
 
     ``url``: ``redis://host:port`` (or ``falkordb://``); ``graph``: the graph name
@@ -413,19 +416,18 @@ class GraphStore(SearchDefaults, ClosesOnExit):
                 )
         return [(str(r[0]), float(r[1]), row_chunk(r[2:]) if rows else None) for r in found]
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        return vectors_of(self.chunks_with_vectors(ids))
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         return [(cid, s) for cid, s, _ in self._vector(query, k, filters, rows=False)]
 
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        return [
-            Hit(chunk=c, score=s, vector_score=s)
-            for _, s, c in self._vector(query, k, filters, rows=True)
-            if c is not None
-        ]
-
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,

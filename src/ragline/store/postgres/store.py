@@ -51,10 +51,12 @@ from ragline.retry import RetryPolicy
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
     StoreError,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     chunk_from_row,
@@ -97,7 +99,7 @@ def _with_params(pred: str) -> str:
     return pred.replace("%", "%%")
 
 
-class PostgresStore(SearchDefaults, ClosesOnExit):
+class PostgresStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` in a PostgreSQL database with pgvector.
 
     ``url`` is the primary (every write, and reads a write depends on);
@@ -419,7 +421,10 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
 
     # ----------------------------------------------------------------- search
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         if k <= 0:
@@ -451,7 +456,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
 
         return self._run(read, "vector search", read=True)
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,
