@@ -33,7 +33,7 @@ def main() -> None:
     settings = Settings().model_copy(update={"index_dir": args.index_dir})
     store = make_store(settings, 384)
     before = rss_mib()
-    rows = store.count_chunks()
+    rows = store.info().chunks
     t0 = time.perf_counter()
     store.warm_up()  # type: ignore[attr-defined]
     built = time.perf_counter() - t0

@@ -82,7 +82,7 @@ def main() -> None:
         texts = texts[: args.warmup + args.queries]
     fast = PrecomputedEmbedder(embedder, texts)
     t0 = time.perf_counter()
-    rows = store.count_chunks()
+    rows = store.info().chunks
     store.warm_up()  # type: ignore[attr-defined]
     load_s = time.perf_counter() - t0
     retriever = Retriever(store, fast, settings)

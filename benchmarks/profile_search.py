@@ -135,7 +135,7 @@ def synthetic_index(args: argparse.Namespace, embedder: Any) -> Path:
     settings = Settings().model_copy(update={"index_dir": work / "pool"})
     rag = Ragline(settings, embedder=embedder)
     try:
-        if rag.store.count_chunks() == 0:
+        if rag.store.info().chunks == 0:
             rag.ingest(args.pool)
         windows: list[Window] = []
         parts = []
@@ -226,7 +226,7 @@ def main() -> None:
         settings.hybrid_keyword_weight,
     )  # fmt: skip
     t0 = time.perf_counter()
-    stores["in-process mirror"].count_chunks()
+    stores["in-process mirror"].info()
     stores["in-process mirror"].warm_up()  # type: ignore[attr-defined]
     mirror_build_s = time.perf_counter() - t0
     t0 = time.perf_counter()

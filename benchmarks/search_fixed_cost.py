@@ -85,7 +85,7 @@ def main() -> None:
         label = "the `ragline eval` SciFact index (train queries)"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
     store = make_store(settings, embedder.dimension)
-    chunks = store.count_chunks()
+    chunks = store.info().chunks
     store.warm_up()  # type: ignore[attr-defined]
     fast = PrecomputedEmbedder(embedder, texts)
     paths = {

@@ -76,7 +76,7 @@ from ragline.settings import Settings
 from ragline.store.arrow import arrow_to_chunks
 from ragline.store.factory import make_store
 from ragline.store.lance import CHUNK_COLUMNS, LanceStore, sanitize_fts_query
-from ragline.store.reads import vector_search
+from ragline.store.reads import vector_search, vectors_for
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data")
@@ -233,7 +233,7 @@ def experiments(
         ),
         ("vector then bm25, two loop round trips (as `Retriever` does)", both_sequential),
         ("vector and bm25 concurrently, one `asyncio.gather` round trip", both_concurrent),
-        ("store.vectors_for(10 ids) (fusion's cosine lookup)", lambda: store.vectors_for(ids)),
+        ("vectors_for(store, 10 ids) (fusion's cosine lookup)", lambda: vectors_for(store, ids)),
         ("table.count_rows() (one near-empty round trip)", lambda: run_async(live.count_rows())),
         (f"python: arrow_to_chunks of {rows.num_rows} rows", lambda: arrow_to_chunks(rows)),
     ]

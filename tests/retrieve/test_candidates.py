@@ -21,7 +21,13 @@ from ragline.store.base import (
     candidates_in_turn,
 )
 from ragline.store.lance import LanceStore
-from ragline.store.reads import keyword_candidates, keyword_search, vector_candidates, vector_search
+from ragline.store.reads import (
+    keyword_candidates,
+    keyword_search,
+    vector_candidates,
+    vector_search,
+    vectors_for,
+)
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 TEXTS = {
@@ -88,7 +94,7 @@ def reference(
     else:
         hits = vec or kw
     if mode == "hybrid" or s.relevance_threshold > 0:
-        stored = store.vectors_for([h.chunk.id for h in hits])
+        stored = vectors_for(store, [h.chunk.id for h in hits])
         hits = [
             h
             if h.vector_score is not None
@@ -180,7 +186,7 @@ def test_weighted_candidates_fuse_on_positions_like_the_pairs(
 def test_chunks_with_vectors_reads_the_stored_vectors(store: LanceStore) -> None:
     got = store.chunks_with_vectors(["storm", "nope", "river"])
     assert set(got) == {"storm", "river"}
-    want = store.vectors_for(["storm", "river"])
+    want = vectors_for(store, ["storm", "river"])
     for cid, (chunk, vec) in got.items():
         assert chunk == vector_search(store, vec, 1)[0].chunk
         assert vec.tolist() == want[cid].tolist()
@@ -205,7 +211,7 @@ def test_to_hits_drops_candidates_deleted_since_the_search(
     qv = embedder.embed_query("text about b")
     with_cos = to_hits(ranked, s, qv)
     assert [h.chunk.id for h in with_cos] == ["b"]
-    stored = s.vectors_for(["b"])["b"]
+    stored = vectors_for(s, ["b"])["b"]
     assert with_cos[0].vector_score == pytest.approx(float(stored @ qv.reshape(-1)), abs=1e-6)
     assert (with_cos[0].vector_score or 0.0) > 0.5
     kept = to_hits([Fused("b", 1.0, 1, 0.25, None)], s, qv)

@@ -23,7 +23,7 @@ from ragline.retrieve.retriever import TIMING_KEYS, Retriever
 from ragline.settings import Settings
 from ragline.store.base import CandidateQuery, Candidates, DocumentWrite, Store
 from ragline.store.lance import LanceStore
-from ragline.store.reads import vector_search
+from ragline.store.reads import vector_search, vectors_for
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 ChunkFactory = Callable[..., Chunk]
@@ -75,7 +75,7 @@ class RecordingStore:
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
         self.calls.append(("vectors_for", list(ids)))
-        return self.inner.vectors_for(ids)
+        return vectors_for(self.inner, ids)
 
     def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
         self.calls.append(("chunks_by_index", (doc_id, list(indices))))

@@ -89,7 +89,7 @@ def test_interrupted_write_is_rolled_back_on_open(tmp_path: Path) -> None:
     store._meta.upsert(ids=["write:w1"], embeddings=[[1.0]], metadatas=[journal.to_metadata()])
     col = store._chunks(state.chunks)
     store._add(col, [chunk("a", 0, "new text")], np.ones((1, DIM), np.float32), "w1")
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.close()
     again = ChromaStore(tmp_path / "c", dimension=DIM, collection="kb")
     assert sorted(c.text for b, _ in again.iter_chunks() for c in b) == [

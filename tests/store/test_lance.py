@@ -30,7 +30,14 @@ from ragline.store.lance import (
     plan_vector_index,
     sanitize_fts_query,
 )
-from ragline.store.reads import keyword_candidates, keyword_search, vector_candidates, vector_search
+from ragline.store.reads import (
+    document_vectors,
+    keyword_candidates,
+    keyword_search,
+    vector_candidates,
+    vector_search,
+    vectors_for,
+)
 from ragline.types import Chunk, FieldBoosts
 
 #: The store tests' shared helpers (tests/ has no packages: contract.py by path).
@@ -57,9 +64,9 @@ def store(tmp_path: Path) -> Iterator[LanceStore]:
 
 def test_is_a_store_and_starts_empty(store: LanceStore) -> None:
     assert isinstance(store, Store)
-    assert store.count_chunks() == 0
+    assert store.info().chunks == 0
     assert store.documents() == []
-    assert store.stored_fingerprint() is None
+    assert store.fingerprint() is None
     assert vector_search(store, unit(np.random.default_rng(0), 1)[0], 5) == []
     assert keyword_search(store, "gradient", 5) == []
     assert list(store.iter_chunks()) == []
@@ -85,14 +92,14 @@ def test_every_chunk_field_round_trips(store: LanceStore) -> None:
     assert isinstance(got.heading_path, tuple)
     assert got.metadata == {"authors": ["Ann", "Bo"], "year": 2024, "nested": {"draft": False}}
     assert store.documents() == [record_for("doc", [a, b])]
-    stored = store.document_vectors("doc")
+    stored = document_vectors(store, "doc")
     assert set(stored) == {a.content_hash, b.content_hash}
     np.testing.assert_array_equal(stored[a.content_hash], vecs[0])
-    by_id = store.vectors_for([b.id, "missing", b.id])
+    by_id = vectors_for(store, [b.id, "missing", b.id])
     assert list(by_id) == [b.id]
     np.testing.assert_array_equal(by_id[b.id], vecs[1])
     assert store.chunks_by_index("doc", []) == []
-    assert store.vectors_for([]) == {}
+    assert vectors_for(store, []) == {}
 
 
 def test_replacing_twice_leaves_no_duplicates(store: LanceStore) -> None:
@@ -101,8 +108,8 @@ def test_replacing_twice_leaves_no_duplicates(store: LanceStore) -> None:
     write(store, "doc", PASSAGES[:4], seed=3)  # same chunks again
     chunks, _ = write(store, "doc", [PASSAGES[0], "Momentum accumulates past gradients."], seed=4)
 
-    assert store.count_chunks() == 4
-    assert store.count_chunks({"doc_id": "doc"}) == 2
+    assert store.info().chunks == 4
+    assert store.info({"doc_id": "doc"}).chunks == 2
     all_ids = [c.id for batch, _ in store.iter_chunks(3) for c in batch]
     assert len(all_ids) == len(set(all_ids)) == 4
     assert store.chunks_by_index("doc", [0, 1, 2, 3]) == chunks
@@ -127,11 +134,11 @@ def test_batch_write_is_one_swap_of_several_documents(store: LanceStore) -> None
             DocumentWrite(record_for("c", c), c, unit(rng, 1)),
         ]
     )
-    assert store.count_chunks() == 4
+    assert store.info().chunks == 4
     assert {d.doc_id: d.chunk_count for d in store.documents()} == {"a": 1, "b": 2, "c": 1}
     assert store.chunks_by_index("b", [0, 1]) == new_b
     store.replace_documents([])  # nothing to do
-    assert store.count_chunks() == 4
+    assert store.info().chunks == 4
 
 
 def test_empty_chunk_list_clears_the_document(store: LanceStore) -> None:
@@ -139,7 +146,7 @@ def test_empty_chunk_list_clears_the_document(store: LanceStore) -> None:
     store.replace_documents(
         [DocumentWrite(record_for("doc", []), [], unit(np.random.default_rng(0), 0))]
     )
-    assert store.count_chunks() == 0
+    assert store.info().chunks == 0
     assert [d.chunk_count for d in store.documents()] == [0]
 
 
@@ -176,7 +183,7 @@ def test_delete_removes_chunks_from_both_searches_and_the_record(store: LanceSto
     assert keyword_search(store, "zyxomorph", 5) == []
     assert "acme/doomed/0" not in ids(vector_search(store, doomed_vecs[0], 10))
     assert [d.doc_id for d in store.documents()] == ["keep"]
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.optimize()
     assert keyword_search(store, "zyxomorph", 5) == []
     assert ids(vector_search(store, vecs[1], 1)) == ["acme/keep/1"]
@@ -235,10 +242,10 @@ def test_filters_push_down_in_both_searches(store: LanceStore) -> None:
     write(store, "rnn", PASSAGES[:3], seed=3, chapter="rnn", tenant="globex")
     q = unit(np.random.default_rng(9), 1)[0]
 
-    assert store.count_chunks({"chapter": "cnn"}) == 3
-    assert store.count_chunks({"has_code": True, "chunk_index": 1}) == 1
-    assert store.count_chunks({"page": 3}) == 3
-    assert store.count_chunks({"tenant": "globex", "chapter": "intro"}) == 0
+    assert store.info({"chapter": "cnn"}).chunks == 3
+    assert store.info({"has_code": True, "chunk_index": 1}).chunks == 1
+    assert store.info({"page": 3}).chunks == 3
+    assert store.info({"tenant": "globex", "chapter": "intro"}).chunks == 0
     for hits in (
         vector_search(store, q, 10, {"chapter": "cnn"}),
         keyword_search(store, "gradient convolutional attention", 10, {"chapter": "cnn"}),
@@ -273,7 +280,7 @@ def test_tenants_are_isolated(store: LanceStore) -> None:
         assert len(store.documents(tenant)) == 1
     hits = keyword_search(store, "attention", 10, {"tenant": hostile})
     assert [h.chunk.tenant for h in hits] == [hostile]
-    assert store.count_chunks({"tenant": "x' OR '1'='1"}) == 0
+    assert store.info({"tenant": "x' OR '1'='1"}).chunks == 0
     assert store.documents("x' OR '1'='1") == []
 
 
@@ -388,20 +395,20 @@ def test_fingerprint_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "index"
     small = ModelFingerprint("small", 8, "1" * 64)
     with LanceStore(path, dimension=DIM) as s:
-        s.set_fingerprint(small)  # still empty: the index takes the model's dimension
-        assert (s.stored_fingerprint(), s.dimension) == (small, 8)
-        s.set_fingerprint(FP)
-        assert (s.stored_fingerprint(), s.dimension) == (FP, DIM)
+        s.fingerprint(small)  # still empty: the index takes the model's dimension
+        assert (s.fingerprint(), s.dimension) == (small, 8)
+        s.fingerprint(FP)
+        assert (s.fingerprint(), s.dimension) == (FP, DIM)
         write(s, "doc", PASSAGES[:1])
         with pytest.raises(StoreError, match="8-dim"):
-            s.set_fingerprint(small)
-        assert s.stored_fingerprint() == FP
+            s.fingerprint(small)
+        assert s.fingerprint() == FP
     reopened = LanceStore.open(path)
-    assert reopened.stored_fingerprint() == FP
+    assert reopened.fingerprint() == FP
     assert reopened.dimension == DIM
     reopened.close()
     with pytest.raises(StoreError, match="closed"):
-        reopened.count_chunks()
+        reopened.info()
     with pytest.raises(StoreError, match="no ragline index"):
         LanceStore.open(tmp_path / "nowhere")
 
@@ -410,7 +417,7 @@ def test_rebuild_with_a_new_dimension_swaps_the_whole_index(tmp_path: Path) -> N
     path = tmp_path / "index"
     writer = LanceStore(path, dimension=DIM)
     reader = LanceStore(path, dimension=DIM)  # another handle, opened before the swap
-    writer.set_fingerprint(FP)
+    writer.fingerprint(FP)
     for d in range(3):
         write(writer, f"d{d}", PASSAGES, seed=d)
     writer.optimize()
@@ -428,9 +435,9 @@ def test_rebuild_with_a_new_dimension_swaps_the_whole_index(tmp_path: Path) -> N
 
     assert writer.rebuild(new_fp, batches()) == len(before) == 18
     for store in (writer, reader):
-        assert store.stored_fingerprint() == new_fp
+        assert store.fingerprint() == new_fp
         assert store.dimension == 8
-        assert store.count_chunks() == 18
+        assert store.info().chunks == 18
         q = new_vectors["acme/d1/2"]
         assert ids(vector_search(store, q, 1)) == ["acme/d1/2"]
         assert ids(keyword_search(store, "dropout", 5, {"doc_id": "d2"})) == ["acme/d2/3"]
@@ -443,13 +450,13 @@ def test_rebuild_with_a_new_dimension_swaps_the_whole_index(tmp_path: Path) -> N
     assert tables == ["chunks_1.lance", "documents.lance"]
     # writes keep working on the new table, with the new dimension
     write(writer, "d9", ["Fresh passage after reindex."], unit(rng, 1, 8))
-    assert reader.count_chunks() == 19
+    assert reader.info().chunks == 19
     writer.close()
     reader.close()
 
 
 def test_failed_rebuild_leaves_the_old_index_serving(store: LanceStore, tmp_path: Path) -> None:
-    store.set_fingerprint(FP)
+    store.fingerprint(FP)
     _, vecs = write(store, "doc", PASSAGES, seed=1)
 
     def broken() -> Iterator[tuple[list[Chunk], Vectors]]:
@@ -459,7 +466,7 @@ def test_failed_rebuild_leaves_the_old_index_serving(store: LanceStore, tmp_path
 
     with pytest.raises(RuntimeError, match="embedding server went away"):
         store.rebuild(ModelFingerprint("other", 8, "3" * 64), broken())
-    assert store.stored_fingerprint() == FP
+    assert store.fingerprint() == FP
     assert store.dimension == DIM
     assert ids(vector_search(store, vecs[2], 1)) == ["acme/doc/2"]
     names = sorted(p.name for p in (tmp_path / "index").iterdir())
@@ -471,7 +478,7 @@ def test_failed_rebuild_leaves_the_old_index_serving(store: LanceStore, tmp_path
 
     with pytest.raises(StoreError, match="dimension 4"):
         store.rebuild(ModelFingerprint("other", 8, "3" * 64), wrong_dimension())
-    assert store.count_chunks() == len(PASSAGES)
+    assert store.info().chunks == len(PASSAGES)
 
 
 # ---------------------------------------------------------------- concurrency
@@ -480,15 +487,15 @@ def test_failed_rebuild_leaves_the_old_index_serving(store: LanceStore, tmp_path
 def test_long_lived_reader_sees_new_writes(tmp_path: Path) -> None:
     writer = LanceStore(tmp_path / "index", dimension=DIM)
     reader = LanceStore(tmp_path / "index", dimension=DIM)
-    assert reader.count_chunks() == 0
+    assert reader.info().chunks == 0
     write(writer, "doc", ["Platypuses lay eggs."], seed=1)
     assert ids(keyword_search(reader, "platypuses", 3)) == ["acme/doc/0"]
-    writer.set_fingerprint(FP)
-    assert reader.stored_fingerprint() == FP
+    writer.fingerprint(FP)
+    assert reader.fingerprint() == FP
     writer.delete_document("doc")
     assert keyword_search(reader, "platypuses", 3) == []
     writer.optimize()
-    assert reader.count_chunks() == 0
+    assert reader.info().chunks == 0
 
 
 _WRITER = textwrap.dedent(
@@ -576,7 +583,7 @@ def test_readers_and_kill_9_never_see_a_mix(tmp_path: Path) -> None:
     assert consistent_version(reader) >= committed
     store.optimize()  # the folder is still healthy for writes and maintenance
     write(store, "after", ["Recovered."], seed=1)
-    assert reader.count_chunks({"doc_id": "after"}) == 1
+    assert reader.info({"doc_id": "after"}).chunks == 1
 
 
 # ------------------------------------------------------------------ ANN recall
@@ -674,4 +681,4 @@ def test_two_processes_opening_one_fresh_index_both_succeed(tmp_path: Path) -> N
         for proc in procs:
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err[-2000:]
-        assert LanceStore(index, dimension=384).count_chunks(None) == 0
+        assert LanceStore(index, dimension=384).info(None).chunks == 0

@@ -69,7 +69,7 @@ def make_chunk(rng: np.random.Generator, doc: int, i: int, tenant: str) -> Chunk
 def corpus(pg_url: str) -> Iterator[tuple[str, str]]:
     schema = f"t_bm25_{time.monotonic_ns() % 10**9}"
     store = PostgresStore(pg_url, dimension=DIM, schema=schema)
-    store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+    store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
     rng = np.random.default_rng(7)
     writes = []
     for d in range(DOCS):
@@ -243,7 +243,7 @@ def test_packed_lists_with_later_writes_and_deletes(pg_url: str) -> None:
             pg_url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
         ) as exact,
     ):
-        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         store.replace_documents([doc(d, 0) for d in range(20)])
         assert packed_meta(pg_url, schema) == (0, 0)
         store.optimize()
@@ -374,7 +374,7 @@ def tied_corpus(url: str, seed: int) -> tuple[str, list[str]]:
         )
 
     with PostgresStore(url, dimension=DIM, schema=schema) as store:
-        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         store.replace_documents([doc(d, 0) for d in range(30)])
         store.optimize()
         store.replace_documents([doc(d, 1) for d in (3, 4)])  # newer rows, stale packed ones
@@ -428,14 +428,14 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
     schema = f"t_mig4_{time.monotonic_ns() % 10**9}"
     rng = np.random.default_rng(9)
     with PostgresStore(pg_url, dimension=DIM, schema=schema) as store:
-        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         chunks = [make_chunk(rng, 0, i, "acme") for i in range(120)]
         record = DocumentRecord("d0", "acme", "docs/d0.md", "h", 120, 1, "", "", "md", "now")
         store.replace_documents(
             [DocumentWrite(record, chunks, rng.standard_normal((120, DIM), dtype=np.float32))]
         )
         store.optimize()
-        before = store.count_chunks()
+        before = store.info().chunks
     with psycopg.connect(pg_url, autocommit=True) as conn:  # back to version 3, packed
         conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
         conn.execute("DELETE FROM ragline_schema_migrations WHERE version = 4")
@@ -454,7 +454,7 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
             pg_url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
         ) as exact,
     ):
-        assert store.count_chunks() == before
+        assert store.info().chunks == before
         assert packed_meta(pg_url, schema) == (0, 0)  # read from rows until optimize()
         with (
             psycopg.connect(pg_url, autocommit=True) as conn,

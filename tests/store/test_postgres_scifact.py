@@ -74,7 +74,7 @@ def schema(pg_url: str, scifact: Path) -> Iterator[str]:
     name = f"t_scifact_{time.monotonic_ns() % 10**9}"
     docs = writes(scifact)
     with PostgresStore(pg_url, dimension=DIM, schema=name) as store:
-        store.set_fingerprint(ModelFingerprint(name="scifact", dimension=DIM, digest="c" * 64))
+        store.fingerprint(ModelFingerprint(name="scifact", dimension=DIM, digest="c" * 64))
         for i in range(0, len(docs) - 200, 500):
             store.replace_documents(docs[i : min(i + 500, len(docs) - 200)])
         store.optimize()  # packs the postings of all but the last 200 abstracts

@@ -63,9 +63,9 @@ def test_reopening_keeps_chunks_and_statistics(tmp_path: Path) -> None:
     before = keyword_search(store, "gradient", 5)
     store.close()
     with pytest.raises(StoreError):
-        store.count_chunks()
+        store.info()
     again = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
-    assert again.count_chunks() == 2
+    assert again.info().chunks == 2
     assert [(h.chunk.id, h.keyword_score) for h in keyword_search(again, "gradient", 5)] == [
         (h.chunk.id, h.keyword_score) for h in before
     ]
@@ -97,7 +97,7 @@ def test_interrupted_write_is_rolled_back_on_open(tmp_path: Path) -> None:
     (point,) = store._points([chunk("a", 0, "new text")], np.ones((1, DIM), np.float32), "w1", {})
     point.payload = {**(point.payload or {}), "write": "w1"}
     store._client.upsert(state.chunks, [point])
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.close()
     again = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
     assert sorted(c.text for b, _ in again.iter_chunks() for c in b) == [
@@ -113,11 +113,11 @@ def test_local_folder_moved_away_fails_then_comes_back(tmp_path: Path) -> None:
     put(store, "a", ["gradient descent", "attention heads"])
     folder.rename(aside)
     with pytest.raises(StoreError, match="unavailable"):
-        store.count_chunks()
+        store.info()
     with pytest.raises(StoreError, match="unavailable"):
         put(store, "b", ["written into a folder that is gone"])
     aside.rename(folder)
-    assert store.count_chunks() == 2
+    assert store.info().chunks == 2
     assert [r.doc_id for r in store.documents()] == ["a"]
     store.close()
 
@@ -129,7 +129,7 @@ def test_local_folder_replaced_by_a_copy_is_reopened(tmp_path: Path) -> None:
     folder.rename(backup)
     shutil.copytree(backup, folder)
     put(store, "b", ["attention heads", "layer norm"])  # lands in the copy, not the backup
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.close()
     reopened = QdrantStore(folder, dimension=DIM, collection="kb")
     assert sorted(r.doc_id for r in reopened.documents()) == ["a", "b"]

@@ -18,7 +18,6 @@ import numpy as np
 from ragline.embed.base import Embedder, Vectors
 from ragline.fusion import rrf_scored, weighted_pairs
 from ragline.retrieve.expand import (
-    RelatedChunksReader,
     expand_graph,
     expand_neighbours,
     related_by_index,
@@ -26,6 +25,7 @@ from ragline.retrieve.expand import (
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
 from ragline.store.base import MALFORMED_CHUNKS, CandidateQuery, Ranking, Store, chunk_problem
+from ragline.store.reads import vectors_for
 from ragline.text.language import query_language
 from ragline.types import Filters, Fused, Hit, Scored, SearchResult
 
@@ -106,7 +106,7 @@ def with_cosines(ranked: list[Fused], store: Store, query_vector: Vectors) -> li
     missing = [f.id for f in ranked if f.vector_score is None]
     if not missing:
         return ranked
-    vectors = store.vectors_for(missing)
+    vectors = vectors_for(store, missing)
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     out = []
     for f in ranked:
@@ -283,8 +283,8 @@ class Retriever:
             clock.lap("rerank")
 
         hits = _with_ranks(hits[:top_k])
-        # the cheap test first: a runtime Protocol isinstance costs ≈ 0.1 ms a search
-        if (expand > 0 or section) and (section or isinstance(store, RelatedChunksReader)):
+        graph = store.abilities.related_chunks is not None
+        if (expand > 0 or section) and (section or graph):
             hits = self._expand_graph(hits, expand, section) if hits else hits
             clock.lap("expand")
         elif expand > 0 and hits:
@@ -309,8 +309,9 @@ class Retriever:
         the store's one-query lookup when it has one, else its neighbour lookup."""
         s = self.settings
         span = s.expand_section_span
-        if isinstance(self.store, RelatedChunksReader):
-            related = self.store.related_chunks([h.chunk.id for h in hits], window, section, span)
+        lookup = self.store.abilities.related_chunks
+        if lookup is not None:
+            related = lookup([h.chunk.id for h in hits], window, section, span)
         else:
             related = related_by_index(
                 hits,

@@ -185,12 +185,30 @@ MALFORMED_CHUNKS = MalformedChunks()
 def check_model(store: Store, configured: ModelFingerprint, *, record: bool = False) -> None:
     """Refuse to mix vectors of two models; with ``record``, an empty index adopts
     the configured model (first ingest)."""
-    stored = store.stored_fingerprint()
+    stored = store.fingerprint()
     if stored is None:
         if record:
-            store.set_fingerprint(configured)
+            store.fingerprint(configured)
     elif stored != configured:
         raise ModelMismatchError(stored, configured)
+
+
+def positions(indices: Sequence[int] | None) -> list[int] | None:
+    """The chunk positions of :meth:`Store.chunks_by_index`, sorted and unique;
+    None (every position) stays None."""
+    return None if indices is None else sorted({int(i) for i in indices})
+
+
+def record_or_read(
+    new: ModelFingerprint | None,
+    record: Callable[[ModelFingerprint], None],
+    read: Callable[[], ModelFingerprint | None],
+) -> ModelFingerprint | None:
+    """:meth:`Store.fingerprint` from a store's own write and read of it."""
+    if new is None:
+        return read()
+    record(new)
+    return new
 
 
 def takes_new_dimension(
@@ -326,10 +344,35 @@ def candidates_in_turn(
     return Candidates(vector, keyword, ms, fused)
 
 
-def vectors_of(rows: Mapping[str, tuple[Chunk, Vectors]]) -> dict[str, Vectors]:
-    """The vectors of :meth:`Store.chunks_with_vectors` rows (a store whose vector
-    read costs the same as its row read answers :meth:`Store.vectors_for` so)."""
-    return {i: v for i, (_, v) in rows.items()}
+#: Graph expansion in one query: (hit ids, window, same section, section span) →
+#: hit id → chunks of its document up to ``window`` positions away, and (same
+#: section) those of its section up to ``span`` positions away.
+RelatedChunks = Callable[[Sequence[str], int, bool, int], dict[str, list[Chunk]]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAbilities:
+    """What a store does beyond the protocol, declared once when it is opened, so
+    callers read a field instead of probing the store's type on every call.
+
+    ``related_chunks``: graph expansion in one query (FalkorDB walks NEXT_CHUNK);
+    without it the retriever reads neighbours by position. ``warm_up``: build the
+    in-process search indexes now (servers, benchmarks), else the first search
+    does. ``describe``: how the index searches (kind, parameters, sizes), for
+    evaluation reports."""
+
+    related_chunks: RelatedChunks | None = None
+    warm_up: Callable[[], None] | None = None
+    describe: Callable[[], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """What :meth:`Store.info` reports: ``chunks`` stored (under the filters asked)
+    and the vector ``dimension`` of the index."""
+
+    chunks: int
+    dimension: int
 
 
 @runtime_checkable
@@ -348,29 +391,28 @@ class Store(Protocol):
     applies them before its top-k (never post-filters), so top-k stays exact under
     a filter.
 
-    Writing a store: implement every call below (:func:`candidates_in_turn` builds
-    :meth:`candidates` from a cosine and a BM25 top-k; LanceStore instead runs both
-    on one snapshot and fuses them there by row position). Whole-chunk conveniences
-    (:func:`ragline.store.reads.vector_search` …) are functions over this protocol,
-    not methods. ``tests/store/contract.py`` registers the store for the contract
-    suite, which every store must pass unchanged.
+    Writing a store (docs/stores.md): implement these eight calls and
+    :class:`StoreMaintenance`, and declare :class:`StoreAbilities`
+    (:func:`candidates_in_turn` builds :meth:`candidates` from a cosine and a BM25
+    top-k; LanceStore instead runs both on one snapshot and fuses them there by row
+    position). Conveniences (:func:`ragline.store.reads.vector_search`, stored
+    vectors by id or by document …) are functions over this protocol, not methods.
+    ``tests/store/contract.py`` registers the store for the contract suite, which
+    every store must pass unchanged.
     """
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
-        """The model the index was built with, or None for an empty index."""
-        ...
+    #: What the store does beyond these calls, fixed when it is opened.
+    abilities: StoreAbilities
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
-        """Record the model (first ingest, or after a reindex)."""
+    # -- write: what the indexer needs to sync a folder
+
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        """The model the index was built with (None for an empty index); with
+        ``new``, record that model first (first ingest, after a reindex)."""
         ...
 
     def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
         """Every ingested file (of one tenant, or all)."""
-        ...
-
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        """content_hash → vector of a document's stored chunks, so unchanged chunks
-        of a changed file are not embedded again."""
         ...
 
     def replace_documents(self, items: Sequence[DocumentWrite]) -> None:
@@ -389,7 +431,7 @@ class Store(Protocol):
         """Remove a document's chunks (vector and keyword side) and its record."""
         ...
 
-    # -- search, step 1: candidates by id and score
+    # -- read: what the retriever needs to answer a search
 
     def candidates(self, query: CandidateQuery) -> Candidates:
         """The cosine and/or BM25 candidates ``query`` asks for, each search timed;
@@ -398,22 +440,28 @@ class Store(Protocol):
         calls :func:`candidates_in_turn`)."""
         ...
 
-    # -- search, step 2: rows of the hits that are returned
-
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         """id → (stored chunk, its stored vector) in one read; ids no longer stored
         are absent (a hit deleted since its search is dropped, never shown)."""
         ...
 
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors of the given chunk ids (unknown ids are absent): the cosines
-        a threshold needs for keyword-only candidates, without reading their text."""
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        """A document's chunks at the given positions (neighbour expansion), or all
+        of them (None), in position order."""
         ...
 
-    # -- reads for neighbours, maintenance and migration
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        """How many chunks it holds (under ``filters``) and of which dimension."""
+        ...
 
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        """A document's chunks at the given positions (neighbour expansion)."""
+
+@runtime_checkable
+class StoreMaintenance(Protocol):
+    """What compaction, reindex, migration and shutdown need besides :class:`Store`
+    (kept apart so searching and syncing see only the eight calls above)."""
+
+    def optimize(self) -> None:
+        """Compact, refresh indexes: called once after a batch of writes."""
         ...
 
     def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
@@ -430,13 +478,13 @@ class Store(Protocol):
         index serves until the new one is complete. Returns the chunk count."""
         ...
 
-    def count_chunks(self, filters: Filters | None = None) -> int: ...
-
-    def optimize(self) -> None:
-        """Compact, refresh indexes: called once after a batch of writes."""
-        ...
-
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class IndexStore(Store, StoreMaintenance, Protocol):
+    """A store as :func:`ragline.store.factory.open_store` returns it: searchable,
+    syncable and maintainable (every backend implements both protocols)."""
 
 
 class ClosesOnExit:

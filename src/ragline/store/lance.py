@@ -76,11 +76,15 @@ from ragline.store.base import (
     Candidates,
     ClosesOnExit,
     DocumentWrite,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
     candidates_in_turn,
     check_vectors,
     check_writes,
     metadata_json,
+    positions,
+    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.filter_sql import chunk_predicate
@@ -550,6 +554,7 @@ class LanceStore(ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"{self.path}: cannot open the index: {exc}") from exc
+        self.abilities = StoreAbilities(warm_up=self.warm_up, describe=self.index_info)
 
     def _open_tables(self, dimension: int) -> None:
         """Open the tables, creating them (and their indexes) in a fresh index."""
@@ -630,12 +635,15 @@ class LanceStore(ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             self._refresh()
             return self._meta.fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         """Record the model; an empty index simply takes the model's dimension."""
         with self._lock:
             table = self._table()
@@ -728,44 +736,21 @@ class LanceStore(ClosesOnExit):
         records.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
         return records
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        table = self._table()
-        query = (
-            table.query()
-            .where(f"doc_id = {sql_literal(doc_id)}")
-            .select(["content_hash", "vector"])
-        )
-        rows = _run(query.to_arrow())
-        vecs = arrow_vectors(rows, self._dimension)
-        return dict(zip(rows.column("content_hash").to_pylist(), vecs, strict=True))
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors by id: the mirror's float32 rows when it keeps them (a
-        threshold asks this for every keyword-only candidate, and LanceDB's
-        ``id IN (…)`` scan costs milliseconds), else that scan."""
-        if not ids:
-            return {}
-        snap = self._mirrored()
-        if snap is not None and snap.vectors.matrix is not None:
-            at = self._positions(snap, ids)
-            return dict(zip(snap.ids[at].tolist(), snap.vectors.raw(at), strict=True))
-        table = self._table()
-        unique = list(dict.fromkeys(ids))
-        query = table.query().where(sql_in_list("id", unique)).select(["id", "vector"])
-        rows = _run(query.to_arrow())
-        vecs = arrow_vectors(rows, self._dimension)
-        return dict(zip(rows.column("id").to_pylist(), vecs, strict=True))
-
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         table = self._table()
-        pred = and_predicates(f"doc_id = {sql_literal(doc_id)}", sql_in_list("chunk_index", wanted))
+        pred = f"doc_id = {sql_literal(doc_id)}"
+        if wanted is not None:
+            pred = and_predicates(pred, sql_in_list("chunk_index", wanted))
         rows = _run(table.query().where(pred).select(list(CHUNK_COLUMNS)).to_arrow())
         return sorted(arrow_to_chunks(rows), key=lambda c: c.chunk_index)
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         pred = chunk_predicate(filters, "datafusion")
         return int(_run(self._table().count_rows(pred or None)))
 

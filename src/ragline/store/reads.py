@@ -1,12 +1,14 @@
 """One-side searches and whole-chunk hits over any :class:`~ragline.store.base.Store`.
 
 The retriever asks :meth:`Store.candidates` for ids and scores and reads rows only
-for the hits it keeps; scripts, benchmarks and tests often want one side's ranking
-or its hits with their chunks. These functions build that from the protocol, so no
-store implements them (they were five methods per store before).
+for the hits it keeps; scripts, benchmarks, ingest and tests often want one side's
+ranking, its hits with their chunks, or stored vectors. These functions build that
+from the protocol, so no store implements them (they were seven methods per store).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ragline.embed.base import Vectors
 from ragline.store.base import CandidateQuery, Ranking, Store
@@ -65,3 +67,16 @@ def keyword_search(
     """:func:`keyword_candidates` with their chunks; ``Hit.keyword_score`` is BM25."""
     pairs = keyword_candidates(store, query, k, filters, boosts)
     return _hits(store, pairs, cosine=False)
+
+
+def vectors_for(store: Store, ids: Sequence[str]) -> dict[str, Vectors]:
+    """Stored vectors of the given chunk ids (unknown ids are absent)."""
+    return {i: v for i, (_, v) in store.chunks_with_vectors(ids).items()}
+
+
+def document_vectors(store: Store, doc_id: str) -> dict[str, Vectors]:
+    """content_hash → stored vector of a document's chunks, so the unchanged chunks
+    of a changed file are not embedded again."""
+    chunks = store.chunks_by_index(doc_id)
+    rows = store.chunks_with_vectors([c.id for c in chunks])
+    return {c.content_hash: v for c, v in rows.values()}

@@ -59,12 +59,15 @@ from ragline.store.base import (
     Candidates,
     ClosesOnExit,
     DocumentWrite,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
     candidates_in_turn,
     check_vectors,
     check_writes,
+    positions,
+    record_or_read,
     takes_new_dimension,
-    vectors_of,
 )
 from ragline.store.chroma.bm25 import TermIndex
 from ragline.store.chroma.client import (
@@ -192,6 +195,8 @@ class ChromaStore(ClosesOnExit):
         except Exception as exc:
             raise StoreError(f"Chroma {self.location} ({collection}): cannot open: {exc}") from exc
 
+        self.abilities = StoreAbilities(describe=self.index_info)
+
     # ----------------------------------------------------------------- plumbing
 
     @property
@@ -279,14 +284,17 @@ class ChromaStore(ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             return self._fresh().fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+            if takes_new_dimension(fingerprint, state.dimension, self._count):
                 self.rebuild(fingerprint, [])
                 return
             self._call("recording the model", self._put_state, state.with_(fingerprint=fingerprint))
@@ -424,11 +432,6 @@ class ChromaStore(ClosesOnExit):
             pair for batch in self._scan(col, where, with_vectors=with_vectors) for pair in batch
         ]
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        with self._lock:
-            pairs = self._get({"doc_id": doc_id}, with_vectors=True)
-        return {c.content_hash: np.asarray(v, dtype=np.float32) for c, v in pairs}
-
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         if not ids:
             return {}
@@ -436,15 +439,21 @@ class ChromaStore(ClosesOnExit):
             pairs = self._get({"id": {"$in": sorted(set(ids))}}, with_vectors=True)
         return {c.id: (c, np.asarray(v, dtype=np.float32)) for c, v in pairs}
 
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         with self._lock:
-            pairs = self._get({"$and": [{"doc_id": doc_id}, {"chunk_index": {"$in": wanted}}]})
+            where: dict[str, Any] = {"doc_id": doc_id}
+            if wanted is not None:
+                where = {"$and": [where, {"chunk_index": {"$in": wanted}}]}
+            pairs = self._get(where)
         return sorted((c for c, _ in pairs), key=lambda c: c.chunk_index)
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         with self._lock:
             col = self._chunks(self._fresh().chunks)
             if not filters:
@@ -467,9 +476,6 @@ class ChromaStore(ClosesOnExit):
 
     def candidates(self, query: CandidateQuery) -> Candidates:
         return candidates_in_turn(self._cosine_top, self._bm25_top, query)
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        return vectors_of(self.chunks_with_vectors(ids))
 
     def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
@@ -596,7 +602,7 @@ class ChromaStore(ClosesOnExit):
         return {
             "location": self.location,
             "collection": state.chunks,
-            "rows": self.count_chunks(),
+            "rows": self._count(),
             "dimension": state.dimension,
             "terms": str(self.terms.path),
             "vector_search": "hnsw",

@@ -45,12 +45,15 @@ from ragline.store.base import (
     Candidates,
     ClosesOnExit,
     DocumentWrite,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
     candidates_in_turn,
     check_vectors,
     check_writes,
+    positions,
+    record_or_read,
     takes_new_dimension,
-    vectors_of,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.graph import cypher
@@ -140,6 +143,10 @@ class GraphStore(ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"FalkorDB {self.url}: cannot open: {exc}") from exc
+
+        self.abilities = StoreAbilities(
+            related_chunks=self.related_chunks, describe=self.index_info
+        )
 
     # ----------------------------------------------------------------- plumbing
 
@@ -251,14 +258,17 @@ class GraphStore(ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             return self._fresh().fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+            if takes_new_dimension(fingerprint, state.dimension, self._count):
                 self.rebuild(fingerprint, [])
                 return
             new = GraphState(state.graph, state.number, state.dimension, fingerprint)
@@ -329,12 +339,6 @@ class GraphStore(ClosesOnExit):
         out.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
         return out
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        with self._lock:
-            self._fresh()
-            rows = self._query("reading vectors", cypher.DOCUMENT_VECTORS, {"doc_id": doc_id})
-        return {str(h): np.asarray(v, dtype=np.float32) for h, v in rows}
-
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         if not ids:
             return {}
@@ -349,20 +353,23 @@ class GraphStore(ClosesOnExit):
             out[c.id] = (c, np.asarray(row[-1], dtype=np.float32))
         return out
 
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         with self._lock:
             self._fresh()
             rows = self._query(
                 "reading neighbours",
                 cypher.CHUNKS_BY_INDEX,
-                {"doc_id": doc_id, "indices": wanted},
+                {"doc_id": doc_id, "indices": wanted},  # None: all
             )
         return [row_chunk(r) for r in rows]
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         where, params = cypher.where_clause(filters)
         with self._lock:
             self._fresh()
@@ -418,9 +425,6 @@ class GraphStore(ClosesOnExit):
 
     def candidates(self, query: CandidateQuery) -> Candidates:
         return candidates_in_turn(self._cosine_top, self._bm25_top, query)
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        return vectors_of(self.chunks_with_vectors(ids))
 
     def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
@@ -545,7 +549,7 @@ class GraphStore(ClosesOnExit):
         return {
             "location": self.url,
             "graph": state.graph,
-            "rows": self.count_chunks(),
+            "rows": self._count(),
             "dimension": state.dimension,
             "vector_search": "hnsw",
         }
