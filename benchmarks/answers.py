@@ -165,7 +165,7 @@ def main() -> None:
     t0 = time.perf_counter()
     report = rag.ingest(args.d2l)
     ingest_s = time.perf_counter() - t0
-    chunks = rag.store.count_chunks(None)
+    chunks = rag.store.info(None).chunks
 
     # 1. calibration on train: top relevance of every question
     top = {q["id"]: confidence_score(rag.search(q["question"]).hits) for q in questions + oos}

@@ -51,7 +51,7 @@ def main() -> None:
     t0 = time.perf_counter()
     report = rag.ingest(args.d2l)
     ingest_s = time.perf_counter() - t0
-    chunks = rag.store.count_chunks(None)
+    chunks = rag.store.info(None).chunks
     rag.close()
 
     rows = []

@@ -53,7 +53,7 @@ def main() -> None:
     store = make_store(settings, 384)
     loads = [load_average()[0]]
     t0 = time.perf_counter()
-    store.count_chunks()
+    store.info()
     store.warm_up()  # type: ignore[attr-defined]
     build_s = time.perf_counter() - t0
     snap = store._mirror._snapshot  # type: ignore[attr-defined]

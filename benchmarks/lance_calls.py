@@ -31,6 +31,7 @@ from ragline.settings import Settings
 from ragline.store import lance
 from ragline.store.base import CHUNK_COLUMNS
 from ragline.store.lance import LanceStore
+from ragline.store.reads import vectors_for
 
 TENANT = "tenant = 'default'"
 
@@ -147,7 +148,7 @@ def main() -> None:
              lambda q: run(table.take_row_ids(ids[q].column("_rowid").to_pylist())
                            .select(["id", "text"]).to_arrow())),
             ("vectors of 10 rows by id (a separate cosine read)",
-             lambda q: store.vectors_for(ids[q].column("id").to_pylist())),
+             lambda q: vectors_for(store, ids[q].column("id").to_pylist())),
         ]  # fmt: skip
         print(f"{args.rows:,} rows, {len(CHUNK_COLUMNS)} chunk columns, {len(queries)} queries")
         print("\n| call | p50 | p95 | recall@200 |\n|---|---|---|---|")

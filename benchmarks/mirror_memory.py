@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ragline.settings import Settings
+from ragline.store.base import CandidateQuery
 from ragline.store.factory import make_store
 
 
@@ -32,7 +33,7 @@ def main() -> None:
     settings = Settings().model_copy(update={"index_dir": args.index_dir})
     store = make_store(settings, 384)
     before = rss_mib()
-    rows = store.count_chunks()
+    rows = store.info().chunks
     t0 = time.perf_counter()
     store.warm_up()  # type: ignore[attr-defined]
     built = time.perf_counter() - t0
@@ -59,7 +60,7 @@ def main() -> None:
     print(f"peak RSS before {before:.0f} MiB, after the build {rss_mib():.0f} MiB")
     q = snap.vectors.units[0] if snap.vectors.units is not None else snap.vectors.raw([0])[0]
     t0 = time.perf_counter()
-    store.hybrid_candidates(q, "gradient of the loss", 200)  # type: ignore[attr-defined]
+    store.candidates(CandidateQuery(200, q, "gradient of the loss"))
     print(
         f"first hybrid search {1e3 * (time.perf_counter() - t0):.1f} ms; "
         f"peak RSS after it {rss_mib():.0f} MiB"
@@ -75,7 +76,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
         for text in texts[: args.searches]:
             q = rng.standard_normal(snap.vectors.dimension).astype(np.float32)
-            _, _, ms = store.hybrid_candidates(q, text, 200)  # type: ignore[attr-defined]
+            ms = store.candidates(CandidateQuery(200, q, text)).ms
             vec_ms.append(ms["vector"])
             kw_ms.append(ms["keyword"])
         for name, xs in (("vector", vec_ms), ("BM25", kw_ms)):

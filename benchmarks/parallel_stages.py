@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from ragline.eval.beir import load_beir
 from ragline.eval.synthetic import PrecomputedEmbedder, Window, pseudo_queries
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
+from ragline.store.base import CandidateQuery
 from ragline.store.factory import make_store
 from ragline.store.stages import STAGES, SpareCores
 from ragline.types import Chunk
@@ -80,7 +82,7 @@ def main() -> None:
         texts = texts[: args.warmup + args.queries]
     fast = PrecomputedEmbedder(embedder, texts)
     t0 = time.perf_counter()
-    rows = store.count_chunks()
+    rows = store.info().chunks
     store.warm_up()  # type: ignore[attr-defined]
     load_s = time.perf_counter() - t0
     retriever = Retriever(store, fast, settings)
@@ -88,9 +90,9 @@ def main() -> None:
     w = (settings.hybrid_vector_weight, settings.hybrid_keyword_weight)
 
     def candidates(q: str) -> tuple[list[Any], dict[str, float]]:
-        return store.weighted_candidates(  # type: ignore[attr-defined,no-any-return]
-            fast.embed_query(q), q, settings.candidates, scope, settings.boosts, w, 10
-        )
+        ask = CandidateQuery(settings.candidates, fast.embed_query(q), q, scope, settings.boosts)
+        found = store.candidates(replace(ask, weights=w, limit=10))
+        return found.fused or [], found.ms
 
     def at(threshold: int, fn: Callable[[], Any]) -> tuple[float, Any]:
         store.parallel_rows = threshold  # type: ignore[attr-defined]

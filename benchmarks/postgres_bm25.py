@@ -38,6 +38,7 @@ from ragline.eval.synthetic import (
     markdown_windows,
 )
 from ragline.store.postgres import PostgresStore
+from ragline.store.reads import keyword_candidates
 from search_scale import TENANT
 
 DATA = Path("/work/shared/data")
@@ -54,7 +55,7 @@ def train_claims(scifact: Path, n: int) -> list[str]:
 
 def timed(store: PostgresStore, query: str, k: int) -> tuple[float, list[tuple[str, float]]]:
     t0 = time.perf_counter()
-    out = store.keyword_candidates(query, k)
+    out = keyword_candidates(store, query, k)
     return (time.perf_counter() - t0) * 1000, out
 
 
@@ -120,7 +121,7 @@ def main() -> None:
             for q in warm:
                 for k in ks:
                     for st in scorers.values():
-                        st.keyword_candidates(q, k)
+                        keyword_candidates(st, q, k)
             lines = []
             for k in ks:
                 ms: dict[str, list[float]] = {name: [] for name in scorers}

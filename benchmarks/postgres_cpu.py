@@ -28,6 +28,7 @@ from machine import command_line, load_average, machine_lines
 from postgres_bm25 import DATA, train_claims
 from postgres_search import kept_server
 from ragline.store.postgres import PostgresStore
+from ragline.store.reads import keyword_candidates
 
 TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
 
@@ -107,7 +108,7 @@ def main() -> None:
         for r in range(args.rounds):
             for name, st in stores.items():
                 for q in claims[:10]:
-                    st.keyword_candidates(q, args.k)
+                    keyword_candidates(st, q, args.k)
                 calls: list[Callable[[], object]] = [
                     partial(st.keyword_candidates, q, args.k) for q in claims
                 ]

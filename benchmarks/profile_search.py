@@ -55,6 +55,7 @@ from ragline.eval.synthetic import (
 )
 from ragline.retrieve.retriever import Retriever, fuse, to_hits
 from ragline.settings import Settings
+from ragline.store.base import CandidateQuery
 from ragline.store.factory import make_store
 from ragline.types import Chunk
 
@@ -134,7 +135,7 @@ def synthetic_index(args: argparse.Namespace, embedder: Any) -> Path:
     settings = Settings().model_copy(update={"index_dir": work / "pool"})
     rag = Ragline(settings, embedder=embedder)
     try:
-        if rag.store.count_chunks() == 0:
+        if rag.store.info().chunks == 0:
             rag.ingest(args.pool)
         windows: list[Window] = []
         parts = []
@@ -225,7 +226,7 @@ def main() -> None:
         settings.hybrid_keyword_weight,
     )  # fmt: skip
     t0 = time.perf_counter()
-    stores["in-process mirror"].count_chunks()
+    stores["in-process mirror"].info()
     stores["in-process mirror"].warm_up()  # type: ignore[attr-defined]
     mirror_build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -244,7 +245,8 @@ def main() -> None:
         out: dict[str, float] = {}
         w = (settings.hybrid_vector_weight, settings.hybrid_keyword_weight)
         t0 = time.perf_counter()
-        ranked, ms = store.weighted_candidates(qv, q, depth, scope, settings.boosts, w, 10)
+        found = store.candidates(CandidateQuery(depth, qv, q, scope, settings.boosts, w, 10))
+        ranked, ms = found.fused or [], found.ms
         t1 = time.perf_counter()
         out["store: candidates + weighted fusion (one call)"] = (t1 - t0) * 1000.0
         out["  of which vector alone"] = ms["vector"]
@@ -253,7 +255,8 @@ def main() -> None:
         to_hits(ranked[:10], store, qv)
         t2 = time.perf_counter()
         out["rows of the 10 hits (+ vectors) → Hit objects"] = (t2 - t1) * 1000.0
-        vpairs, kpairs, _ = store.hybrid_candidates(qv, q, depth, scope, settings.boosts)
+        both = store.candidates(CandidateQuery(depth, qv, q, scope, settings.boosts))
+        vpairs, kpairs = both.vector, both.keyword
         t3 = time.perf_counter()
         fuse(vpairs, kpairs, "hybrid", settings, 10)
         out["previous path: fusion on (id, score) pairs (Python)"] = (

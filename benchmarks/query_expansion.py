@@ -250,7 +250,7 @@ def d2l_mq(index: Path, expander: CachedExpander) -> dict[str, dict[str, float]]
     """hit@5 and nDCG@10 (on files) of the 54 d2l questions, alone and multi-query."""
     root = SHARED[0] / "d2l-en"
     rag = Ragline(Settings(index_dir=index), embedder=make_embedder(Settings()))
-    if rag.store.count_chunks({}) == 0:
+    if rag.store.info({}).chunks == 0:
         rag.ingest(root)
     questions = [json.loads(x) for x in (DATA / "d2l_questions.jsonl").read_text().splitlines()]
     sums: dict[str, dict[str, float]] = {v: {"hit@5": 0.0, "ndcg@10": 0.0} for v in MQ_NAMES}

@@ -293,7 +293,7 @@ def d2l(index_dir: Path, questions_path: Path) -> dict[str, Any]:
             }
         )
     settings_used = retrieval_settings(s)
-    chunks = rag.store.count_chunks(None)
+    chunks = rag.store.info(None).chunks
     rag.close()
     return {"rows": rows, "settings": settings_used, "chunks": chunks}
 

@@ -5,12 +5,12 @@ candidate searches. This script runs ``Retriever.search(mode="hybrid")`` (weight
 fusion, search only: precomputed query vectors) two ways on the same LanceStore, the
 same queries, alternating query by query so load drift hits both alike:
 
-* ``store fusion`` (the default): ``LanceStore.weighted_candidates`` runs both
+* ``store fusion`` (the default): ``LanceStore.candidates`` with weights runs both
   candidate searches on the mirror's snapshot and fuses them on row positions in
   numpy, looking ids up for the returned head only;
-* ``pairs fusion`` (the previous path): the same store's ``hybrid_candidates``
+* ``pairs fusion`` (the previous path): the same store's two candidate searches
   as (id, score) pairs fused by id in Python (``weighted_pairs``), which is what
-  ``SearchDefaults.weighted_candidates`` does for any store.
+  ``candidates_in_turn`` does for any store.
 
 Both must return the same hits with the same scores; the script checks it on every
 query. On SciFact's eval index (``ragline eval`` builds it) or on a synthetic index
@@ -36,10 +36,9 @@ from ragline.eval.beir import load_beir
 from ragline.eval.synthetic import PrecomputedEmbedder
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
-from ragline.store.base import SearchDefaults
+from ragline.store.base import CandidateQuery, Candidates, candidates_in_turn
 from ragline.store.factory import make_store
 from ragline.text.language import query_language
-from ragline.types import Fused
 
 
 class PairsFusion:
@@ -48,8 +47,12 @@ class PairsFusion:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    def weighted_candidates(self, *args: Any, **kwargs: Any) -> tuple[list[Fused], Any]:
-        return SearchDefaults.weighted_candidates(self.store, *args, **kwargs)
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(
+            lambda v, k, f: self.store.candidates(CandidateQuery(k, v, filters=f)).vector,
+            lambda t, k, f, b: self.store.candidates(CandidateQuery(k, None, t, f, b)).keyword,
+            query,
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -82,7 +85,7 @@ def main() -> None:
         label = "the `ragline eval` SciFact index (train queries)"
     settings = Settings().model_copy(update={"index_dir": folder, "tenant": tenant})
     store = make_store(settings, embedder.dimension)
-    chunks = store.count_chunks()
+    chunks = store.info().chunks
     store.warm_up()  # type: ignore[attr-defined]
     fast = PrecomputedEmbedder(embedder, texts)
     paths = {

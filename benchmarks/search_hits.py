@@ -41,6 +41,7 @@ from ragline.eval.beir import load_beir
 from ragline.eval.synthetic import PrecomputedEmbedder, Window, pseudo_queries
 from ragline.retrieve.retriever import Retriever, to_hits
 from ragline.settings import Settings
+from ragline.store.base import CandidateQuery
 from ragline.store.factory import make_store
 
 
@@ -141,9 +142,9 @@ def main() -> None:
     def rows_stage(q: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
         qv = fast.embed_query(q)
         scope = {"tenant": tenant}
-        ranked, _ = new_store.weighted_candidates(
-            qv, q, new_s.candidates, scope, new_s.boosts, weights, 10
-        )
+        ask = CandidateQuery(new_s.candidates, qv, q, scope, new_s.boosts, weights, 10)
+        ranked = new_store.candidates(ask).fused
+        assert ranked is not None
         head = ranked[:10]
         return (lambda: to_hits(head, new_store, qv)), (
             lambda: old_retriever.to_hits(head, old_store, qv)

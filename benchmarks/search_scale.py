@@ -76,6 +76,7 @@ from ragline.settings import Settings
 from ragline.store.arrow import arrow_to_chunks
 from ragline.store.factory import make_store
 from ragline.store.lance import CHUNK_COLUMNS, LanceStore, sanitize_fts_query
+from ragline.store.reads import vector_search, vectors_for
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data")
@@ -123,7 +124,7 @@ def exact_recall(store: LanceStore, qvecs: Vectors, vectors: Vectors) -> float:
     exact = np.argsort(-(qvecs @ vectors.T), axis=1)[:, :10]
     hits = 0
     for i, q in enumerate(qvecs):
-        got = {h.chunk.id for h in store.vector_search(q, 10, {"tenant": TENANT})}
+        got = {h.chunk.id for h in vector_search(store, q, 10, {"tenant": TENANT})}
         hits += len(got & {row_id(int(j), TENANT) for j in exact[i]})
     return hits / (10 * len(qvecs))
 
@@ -194,7 +195,7 @@ def experiments(
         return run_async(_gather(v, k))
 
     rows: pa.Table = run_async(vq(0, [*full, "_distance"], depth, where).to_arrow())
-    ids = [h.chunk.id for h in store.vector_search(qvecs[0], 10, {"tenant": TENANT})]
+    ids = [h.chunk.id for h in vector_search(store, qvecs[0], 10, {"tenant": TENANT})]
     d = depth
     vcols, kcols = [*full, "_distance"], [*full, "_score"]
     cases: list[tuple[str, Callable[[], object]]] = [
@@ -232,7 +233,7 @@ def experiments(
         ),
         ("vector then bm25, two loop round trips (as `Retriever` does)", both_sequential),
         ("vector and bm25 concurrently, one `asyncio.gather` round trip", both_concurrent),
-        ("store.vectors_for(10 ids) (fusion's cosine lookup)", lambda: store.vectors_for(ids)),
+        ("vectors_for(store, 10 ids) (fusion's cosine lookup)", lambda: vectors_for(store, ids)),
         ("table.count_rows() (one near-empty round trip)", lambda: run_async(live.count_rows())),
         (f"python: arrow_to_chunks of {rows.num_rows} rows", lambda: arrow_to_chunks(rows)),
     ]

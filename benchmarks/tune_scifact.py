@@ -53,6 +53,7 @@ from ragline.eval.index import open_eval_index
 from ragline.eval.runs import documents_of, evaluate
 from ragline.fusion import reciprocal_rank_fusion, weighted_fusion
 from ragline.settings import Settings
+from ragline.store.reads import keyword_search, vector_search
 from ragline.text import bm25
 from ragline.types import FieldBoosts, Filters, Hit
 
@@ -254,12 +255,12 @@ def main() -> None:
         out: dict[str, Cached] = {}
         for i, (qid, text) in enumerate(queries.items(), start=1):
             qvec = np.asarray(embedder.embed_query(text), dtype=np.float32).reshape(-1)
-            vec = [_slim(h) for h in store.vector_search(qvec, args.depth, scope)]
+            vec = [_slim(h) for h in vector_search(store, qvec, args.depth, scope)]
             kw = {
                 tb: [
                     _slim(h)
-                    for h in store.keyword_search(
-                        text, args.depth, scope, FieldBoosts(tb, base.boost_headings, 1.0)
+                    for h in keyword_search(
+                        store, text, args.depth, scope, FieldBoosts(tb, base.boost_headings, 1.0)
                     )
                 ]
                 for tb in TITLE_BOOSTS

@@ -73,7 +73,7 @@ def test_rerun_edit_and_delete_touch_only_what_changed(
 
     target = corpus / SELF_ATTENTION
     source = target.as_posix()
-    before = rag.store.count_chunks({"source": source})
+    before = rag.store.info({"source": source}).chunks
     target.write_text(
         target.read_text() + "\n\n## Summary of the edit\n\nA short closing remark.\n"
     )
@@ -84,11 +84,11 @@ def test_rerun_edit_and_delete_touch_only_what_changed(
 
     doomed = corpus / f"{ATTENTION}/bahdanau-attention.md"
     doomed_source = doomed.as_posix()
-    assert rag.store.count_chunks({"source": doomed_source}) > 0
+    assert rag.store.info({"source": doomed_source}).chunks > 0
     doomed.unlink()
     deleted = rag.ingest(corpus)
     assert deleted.deleted == [f"{ATTENTION}/bahdanau-attention.md"]
-    assert rag.store.count_chunks({"source": doomed_source}) == 0
+    assert rag.store.info({"source": doomed_source}).chunks == 0
     for mode in ("bm25", "vector"):
         hits = rag.search("Bahdanau attention mechanism", mode=mode, top_k=50).hits  # type: ignore[arg-type]
         assert all(h.chunk.source != doomed_source for h in hits)

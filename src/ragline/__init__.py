@@ -80,16 +80,21 @@ if TYPE_CHECKING:
     from ragline.mcp.server import ToolBackend
     from ragline.reader import ReaderError
     from ragline.retrieve.conversation import QueryRewriter, Turn
-    from ragline.retrieve.expand import RelatedChunksReader
     from ragline.retrieve.multiquery import QueryExpander
     from ragline.retrieve.rerank import Reranker
     from ragline.serve.querylog import QueryLog, QueryLogError
     from ragline.serve.ratelimit import RateLimiter
     from ragline.settings import Settings
     from ragline.store.base import (
+        CandidateQuery,
+        Candidates,
+        IndexStore,
         ModelMismatchError,
         Store,
+        StoreAbilities,
         StoreError,
+        StoreInfo,
+        StoreMaintenance,
     )
     from ragline.store.filter_ast import FilterError
     from ragline.store.migrate import TargetNotEmptyError
@@ -126,6 +131,12 @@ _LOCATIONS: dict[str, str] = {
     "Embedder": "ragline.embed.base",
     "QueryBatchEmbedder": "ragline.embed.coalesce",  # optional: queries embedded together
     "Store": "ragline.store.base",
+    "StoreMaintenance": "ragline.store.base",  # compaction, reindex, migration, close
+    "IndexStore": "ragline.store.base",  # both: what open_store returns
+    "StoreAbilities": "ragline.store.base",  # what a store does beyond the protocol
+    "StoreInfo": "ragline.store.base",
+    "CandidateQuery": "ragline.store.base",  # one candidate search (Store.candidates)
+    "Candidates": "ragline.store.base",
     "Generator": "ragline.answer.generators.base",
     "Reranker": "ragline.retrieve.rerank",
     "Chunker": "ragline.ingest.chunk",
@@ -151,9 +162,9 @@ _LOCATIONS: dict[str, str] = {
     "SearchResult": "ragline.types",
     "Source": "ragline.types",
     "StreamEvent": "ragline.types",
-    "FieldBoosts": "ragline.types",  # BM25 weight per field (Store.keyword_candidates)
+    "FieldBoosts": "ragline.types",  # BM25 weight per field (CandidateQuery.boosts)
     "Scored": "ragline.types",  # an entry of a ranked list (ragline.fusion's input)
-    "Fused": "ragline.types",  # an entry of a fused ranking (Store.weighted_candidates)
+    "Fused": "ragline.types",  # an entry of a fused ranking (Candidates.fused)
     "ModelFingerprint": "ragline.embed.base",
     "IngestReport": "ragline.ingest.report",
     "FileFailure": "ragline.ingest.report",
@@ -161,7 +172,6 @@ _LOCATIONS: dict[str, str] = {
     "GenerationRequest": "ragline.answer.generators.base",
     "Delta": "ragline.answer.generators.base",
     "Message": "ragline.answer.generators.base",
-    "RelatedChunksReader": "ragline.retrieve.expand",
     "QueryRewriter": "ragline.retrieve.conversation",
     "Turn": "ragline.retrieve.conversation",
     "QueryExpander": "ragline.retrieve.multiquery",
@@ -194,6 +204,8 @@ __all__ = [
     "AsyncRagline",
     "Block",
     "BlockKind",
+    "CandidateQuery",
+    "Candidates",
     "ChapterCount",
     "Chunk",
     "ChunkDraft",
@@ -218,6 +230,7 @@ __all__ = [
     "Generator",
     "Hit",
     "IgnoreFileError",
+    "IndexStore",
     "IngestError",
     "IngestLockedError",
     "IngestReport",
@@ -238,7 +251,6 @@ __all__ = [
     "RaglineError",
     "RateLimiter",
     "ReaderError",
-    "RelatedChunksReader",
     "Reranker",
     "RobotsRules",
     "Scalar",
@@ -248,7 +260,10 @@ __all__ = [
     "Settings",
     "Source",
     "Store",
+    "StoreAbilities",
     "StoreError",
+    "StoreInfo",
+    "StoreMaintenance",
     "StoreUrlError",
     "StreamEvent",
     "TargetNotEmptyError",

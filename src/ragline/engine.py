@@ -19,7 +19,7 @@ from ragline.embed.tokenizer import TokenCounter
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import ChunkerName, Settings
-from ragline.store.base import Store, check_model, chunk_problem
+from ragline.store.base import IndexStore, check_model, chunk_problem
 from ragline.store.factory import make_store
 from ragline.types import Answer, Scalar, SearchResult, StreamEvent
 
@@ -133,7 +133,7 @@ class Ragline:
         settings: Settings | None = None,
         *,
         embedder: Embedder | None = None,
-        store: Store | None = None,
+        store: IndexStore | None = None,
         reranker: Reranker | None = None,
         generator: Generator | None = None,
     ) -> None:
@@ -153,7 +153,7 @@ class Ragline:
         records (an empty index: the English default until an ingest chooses)."""
         if self._embedder is None:
             if self.settings.embedder == AUTO:
-                stored = self.store.stored_fingerprint()
+                stored = self.store.fingerprint()
                 backend = backend_of(stored) if stored else None
                 if backend:  # another model stays auto's default: check_model names both
                     self.settings = self.settings.with_embedder(backend)
@@ -161,7 +161,7 @@ class Ragline:
         return self._embedder
 
     @property
-    def store(self) -> Store:
+    def store(self) -> IndexStore:
         if self._store is None:
             if self._embedder is None and self.settings.embedder == AUTO:
                 from ragline.embed.onnx import DEFAULT_DIMENSION
@@ -368,7 +368,7 @@ class Ragline:
 
     def status(self) -> dict[str, Any]:
         store = self.store
-        fp = store.stored_fingerprint()
+        fp = store.fingerprint()
         docs = store.documents(None)
         tenants: dict[str, int] = {}
         for d in docs:
@@ -378,7 +378,7 @@ class Ragline:
             "model": fp.to_dict() if fp else None,
             "configured_model": self.embedder.fingerprint.to_dict(),
             "documents": len(docs),
-            "chunks": store.count_chunks(None),
+            "chunks": store.info(None).chunks,
             "tenants": tenants,
             "malformed_chunks": malformed_chunks(store),
         }
@@ -396,7 +396,7 @@ class Ragline:
 MALFORMED_SHOWN = 20
 
 
-def malformed_chunks(store: Store) -> dict[str, Any]:
+def malformed_chunks(store: IndexStore) -> dict[str, Any]:
     """Stored chunks with a missing or wrong-typed field (left out of answers): a
     full read of the chunks, so a crash's or a hand edit's damage is seen before a
     question finds it."""

@@ -166,7 +166,7 @@ def test_empty_folder_decides_nothing(tmp_path: Path) -> None:
     try:
         empty = rag.ingest(write(tmp_path / "empty", {}))
         assert empty.ok and "decided next time" in empty.model_choice
-        assert rag.store.stored_fingerprint() is None
+        assert rag.store.fingerprint() is None
         later = rag.ingest(write(tmp_path / "docs", SPANISH_PAGES))
         assert later.model == E5_NAME
     finally:
@@ -229,7 +229,7 @@ def test_web_pages_are_sampled_too(tmp_path: Path) -> None:
         assert chosen == [{"es": 3}]
         assert report.ok and report.model == E5_NAME and report.model_choice == "e5 for the test"
         assert len(report.indexed) == 3 and report.chunks == 3
-        stored = store.stored_fingerprint()
+        stored = store.fingerprint()
         assert stored is not None and stored.name == E5_NAME
     finally:
         store.close()

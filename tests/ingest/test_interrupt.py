@@ -95,7 +95,7 @@ def test_ctrl_c_keeps_embedded_files_and_rerun_embeds_the_rest(
     # the index holds exactly the kept files, complete
     store = LanceStore(index / "lance", dimension=384)
     assert len(store.documents()) == kept_files
-    assert store.count_chunks(None) == kept_chunks
+    assert store.info(None).chunks == kept_chunks
     store.close()
 
     resumed = make_rag(index=index).ingest(corpus)

@@ -152,14 +152,14 @@ def test_a_bomb_fails_alone_and_keeps_what_was_stored(
     rag = make_rag(max_unpacked_bytes=8 * MiB)
     first = rag.ingest(corpus)
     assert sorted(first.indexed) == ["giraffe.md", "handbook.docx"]
-    before = rag.store.count_chunks()
+    before = rag.store.info().chunks
     docx.write_bytes(with_member(docx, "word/media/pad.bin", b"\0" * (10 * MiB)))
     report = rag.ingest(corpus)
     failed = {f.path: f.reason for f in report.failed}
     assert list(failed) == ["handbook.docx"]
     assert "RAGLINE_MAX_UNPACKED_BYTES" in failed["handbook.docx"]
     assert "8,388,608" in failed["handbook.docx"]
-    assert rag.store.count_chunks() == before  # the old chunks of handbook.docx stay
+    assert rag.store.info().chunks == before  # the old chunks of handbook.docx stay
     hits = rag.search("gearbox oil replaced every 18 months", top_k=3).hits
     assert hits and hits[0].chunk.source.endswith("handbook.docx")
 

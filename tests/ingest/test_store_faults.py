@@ -214,9 +214,9 @@ def test_an_embedder_that_is_down_fails_files_whole_and_keeps_their_chunks(
 class FlakyReads:
     """A real LanceStore whose reads fail the first ``fail_first`` times each, as a
     remote store's do while it restarts: the records, the chunk count, the model,
-    a document's vectors."""
+    a document's chunks (read for their vectors)."""
 
-    READS = ("documents", "count_chunks", "stored_fingerprint", "document_vectors")
+    READS = ("documents", "info", "fingerprint", "chunks_by_index")
 
     def __init__(self, inner: LanceStore, *, fail_first: int) -> None:
         self.inner = inner
@@ -254,7 +254,7 @@ def test_reads_at_ingest_start_are_retried_like_writes(embedder: Embedder, tmp_p
     try:
         report = rag.ingest(root)
         assert report.failed == [] and report.indexed == ["note-1.md"]
-        for name in ("documents", "count_chunks", "document_vectors"):
+        for name in ("documents", "info", "chunks_by_index"):
             assert store.refused[name] == 2 and store.calls[name] > 2, name
         hits = rag.search("new eruption", mode="bm25").hits
         assert hits and Path(hits[0].chunk.source).name == "note-1.md"

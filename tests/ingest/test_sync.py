@@ -89,7 +89,7 @@ def test_edit_reembeds_only_changed_chunks(
     corpus = write_corpus(tmp_path / "corpus")
     rag = make_rag(chunk_min_tokens=0)  # keep each section its own chunk
     first = rag.ingest(corpus)
-    zebra_chunks = rag.store.count_chunks({"source": (corpus / "animals/zebra.md").as_posix()})
+    zebra_chunks = rag.store.info({"source": (corpus / "animals/zebra.md").as_posix()}).chunks
     assert zebra_chunks >= 3
 
     edited = GUIDE.replace("in search of rain-fed grass.", "following the rains to fresh pasture.")
@@ -128,10 +128,10 @@ def test_ingesting_a_subfolder_does_not_delete_the_rest(
     corpus = write_corpus(tmp_path / "corpus")
     rag = make_rag()
     rag.ingest(corpus)
-    before = rag.store.count_chunks(None)
+    before = rag.store.info(None).chunks
     report = rag.ingest(corpus / "animals")
     assert report.deleted == [] and len(report.skipped) == 2
-    assert rag.store.count_chunks(None) == before
+    assert rag.store.info(None).chunks == before
 
 
 MALFORMED: dict[str, bytes] = {
@@ -148,7 +148,7 @@ def test_malformed_files_fail_alone_and_keep_the_index(
     corpus = write_corpus(tmp_path / "corpus")
     rag = make_rag(max_file_bytes=10 * 1024 * 1024)
     rag.ingest(corpus)
-    before = rag.store.count_chunks(None)
+    before = rag.store.info(None).chunks
     zebra_before = rag.search("striped coats", mode="bm25").hits[0].chunk.id
 
     for name, data in MALFORMED.items():
@@ -170,7 +170,7 @@ def test_malformed_files_fail_alone_and_keep_the_index(
     assert failed["animals/zebra.md"].line == 3
     assert report.indexed == ["new.md"]
     # the broken zebra.md keeps its previous chunks; nothing else was lost
-    assert rag.store.count_chunks(None) > before
+    assert rag.store.info(None).chunks > before
     assert rag.search("striped coats", mode="bm25").hits[0].chunk.id == zebra_before
     assert rag.search("long necks", mode="bm25").hits[0].chunk.title == "Giraffe"
 
@@ -196,7 +196,7 @@ def test_another_model_is_refused(make_rag: Callable[..., Ragline], tmp_path: Pa
     corpus = write_corpus(tmp_path / "corpus")
     rag = make_rag()
     rag.ingest(corpus)
-    rag.store.set_fingerprint(ModelFingerprint("some-other-model", 384, "0" * 64))
+    rag.store.fingerprint(ModelFingerprint("some-other-model", 384, "0" * 64))
     with pytest.raises(ModelMismatchError, match="some-other-model"):
         rag.ingest(corpus)
     fresh = make_rag(index=tmp_path / "index")
@@ -210,11 +210,11 @@ def test_reindex_reembeds_from_stored_chunks(
     corpus = write_corpus(tmp_path / "corpus")
     rag = make_rag()
     rag.ingest(corpus)
-    n = rag.store.count_chunks(None)
-    rag.store.set_fingerprint(ModelFingerprint("some-other-model", 384, "0" * 64))
+    n = rag.store.info(None).chunks
+    rag.store.fingerprint(ModelFingerprint("some-other-model", 384, "0" * 64))
     shutil.rmtree(corpus)  # reindex never reads the source files
     assert rag.reindex() == n
-    assert rag.store.stored_fingerprint() == rag.embedder.fingerprint
+    assert rag.store.fingerprint() == rag.embedder.fingerprint
     assert rag.search("three hearts", mode="vector").hits[0].chunk.title == "Octopus notes"
 
 
@@ -268,7 +268,7 @@ def test_chunks_left_without_a_record_are_removed(
     assert report.failed == [] and report.deleted == []
     assert report.orphans_removed == [octopus.source]
     assert not any("octopus" in s for s in ids(rag, "three hearts blue blood", "bm25"))
-    assert rag.store.count_chunks() == sum(r.chunk_count for r in rag.store.documents())
+    assert rag.store.info().chunks == sum(r.chunk_count for r in rag.store.documents())
     assert rag.ingest(corpus).orphans_removed == []  # nothing left to find
 
 
@@ -288,7 +288,7 @@ def test_a_file_whose_record_was_lost_is_indexed_again(
     rag = make_rag()
     report = rag.ingest(corpus)
     assert report.indexed == ["animals/zebra.md"]
-    assert rag.store.count_chunks() == first.index_chunks
+    assert rag.store.info().chunks == first.index_chunks
 
 
 def test_progress_counts_embedded_chunks_up_to_the_total(

@@ -14,8 +14,20 @@ from ragline.embed.base import Embedder
 from ragline.fusion import reciprocal_rank_fusion, weighted_fusion, weighted_pairs
 from ragline.retrieve.retriever import Retriever, to_hits
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, SearchDefaults, Store
+from ragline.store.base import (
+    CandidateQuery,
+    DocumentWrite,
+    Store,
+    candidates_in_turn,
+)
 from ragline.store.lance import LanceStore
+from ragline.store.reads import (
+    keyword_candidates,
+    keyword_search,
+    vector_candidates,
+    vector_search,
+    vectors_for,
+)
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
 
 TEXTS = {
@@ -73,8 +85,8 @@ def reference(
     every candidate's cosine filled in, thresholded, cut (no reranker)."""
     qv = embedder.embed_query(q)
     depth, scope = max(s.candidates, top_k), {"tenant": s.tenant}
-    vec = store.vector_search(qv, depth, scope) if mode != "bm25" else []
-    kw = store.keyword_search(q, depth, scope, s.boosts) if mode != "vector" else []
+    vec = vector_search(store, qv, depth, scope) if mode != "bm25" else []
+    kw = keyword_search(store, q, depth, scope, s.boosts) if mode != "vector" else []
     if mode == "hybrid" and s.hybrid_merge_method == "weighted":
         hits = weighted_fusion(vec, kw, s.hybrid_vector_weight, s.hybrid_keyword_weight)
     elif mode == "hybrid":
@@ -82,7 +94,7 @@ def reference(
     else:
         hits = vec or kw
     if mode == "hybrid" or s.relevance_threshold > 0:
-        stored = store.vectors_for([h.chunk.id for h in hits])
+        stored = vectors_for(store, [h.chunk.id for h in hits])
         hits = [
             h
             if h.vector_score is not None
@@ -119,27 +131,30 @@ def test_the_search_path_returns_what_whole_chunk_searches_return(
 def test_candidates_match_searches_under_a_filter(store: LanceStore, embedder: Embedder) -> None:
     qv = embedder.embed_query("rock")
     flt: Filters = {"chapter": "fire"}
-    full = store.vector_search(qv, 5, flt)
-    assert store.vector_candidates(qv, 5, flt) == [(h.chunk.id, h.vector_score) for h in full]
+    full = vector_search(store, qv, 5, flt)
+    assert vector_candidates(store, qv, 5, flt) == [(h.chunk.id, h.vector_score) for h in full]
     assert {h.chunk.id for h in full} == {"volcano", "soil"}
-    kw = store.keyword_search("rock water", 5, None, FieldBoosts())
-    assert store.keyword_candidates("rock water", 5, None, FieldBoosts()) == [
+    kw = keyword_search(store, "rock water", 5, None, FieldBoosts())
+    assert keyword_candidates(store, "rock water", 5, None, FieldBoosts()) == [
         (h.chunk.id, h.keyword_score) for h in kw
     ]
-    assert store.keyword_candidates("rock", 0) == [] and store.vector_candidates(qv, 0) == []
-    assert store.keyword_candidates("?!", 5) == []
+    assert keyword_candidates(store, "rock", 0) == [] and vector_candidates(store, qv, 0) == []
+    assert keyword_candidates(store, "?!", 5) == []
 
 
 def test_hybrid_candidates_are_both_searches_at_once(store: LanceStore, embedder: Embedder) -> None:
     for q in QUERIES:
         qv = embedder.embed_query(q)
         for flt in (None, {"chapter": "water"}):
-            vec, kw, ms = store.hybrid_candidates(qv, q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
-            assert vec == store.vector_candidates(qv, 5, flt)  # type: ignore[arg-type]
-            assert kw == store.keyword_candidates(q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
+            found = store.candidates(CandidateQuery(5, qv, q, flt, FieldBoosts()))  # type: ignore[arg-type]
+            vec, kw, ms = found.vector, found.keyword, found.ms
+            assert found.fused is None
+            assert vec == vector_candidates(store, qv, 5, flt)  # type: ignore[arg-type]
+            assert kw == keyword_candidates(store, q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
             assert vec and set(ms) == {"vector", "keyword"} and ms["vector"] > 0
-    assert store.hybrid_candidates(embedder.embed_query("x"), "?!", 5)[1] == []
-    assert store.hybrid_candidates(embedder.embed_query("x"), "rock", 0)[:2] == ([], [])
+    assert store.candidates(CandidateQuery(5, embedder.embed_query("x"), "?!")).keyword == []
+    none = store.candidates(CandidateQuery(0, embedder.embed_query("x"), "rock"))
+    assert (none.vector, none.keyword) == ([], [])
 
 
 @pytest.mark.parametrize("limit", [None, 1, 3])
@@ -152,20 +167,17 @@ def test_weighted_candidates_fuse_on_positions_like_the_pairs(
     for q in [*QUERIES, "?!"]:
         qv = embedder.embed_query(q)
         for flt in (None, {"chapter": "water"}, {"chapter": "nowhere"}):
-            got, ms = store.weighted_candidates(qv, q, 5, flt, FieldBoosts(), w, limit)  # type: ignore[arg-type]
-            vec, kw, _ = store.hybrid_candidates(qv, q, 5, flt, FieldBoosts())  # type: ignore[arg-type]
-            assert got == weighted_pairs(vec, kw, *w, limit=limit)
-            default, _ = SearchDefaults.weighted_candidates(
-                store,
-                qv,
-                q,
-                5,
-                flt,
-                FieldBoosts(),
-                w,
-                limit,  # type: ignore[arg-type]
+            ask = CandidateQuery(5, qv, q, flt, FieldBoosts(), w, limit)  # type: ignore[arg-type]
+            found = store.candidates(ask)
+            got, ms = found.fused, found.ms
+            both = store.candidates(replace(ask, weights=None))
+            assert got == weighted_pairs(both.vector, both.keyword, *w, limit=limit)
+            in_turn = candidates_in_turn(
+                lambda v, k, f: vector_candidates(store, v, k, f),
+                lambda t, k, f, b: keyword_candidates(store, t, k, f, b),
+                ask,
             )
-            assert got == default
+            assert got == in_turn.fused
             assert set(ms) == {"vector", "keyword", "fusion"}
             if flt is None:
                 assert got and ms["vector"] > 0
@@ -174,9 +186,9 @@ def test_weighted_candidates_fuse_on_positions_like_the_pairs(
 def test_chunks_with_vectors_reads_the_stored_vectors(store: LanceStore) -> None:
     got = store.chunks_with_vectors(["storm", "nope", "river"])
     assert set(got) == {"storm", "river"}
-    want = store.vectors_for(["storm", "river"])
+    want = vectors_for(store, ["storm", "river"])
     for cid, (chunk, vec) in got.items():
-        assert chunk == store.vector_search(vec, 1)[0].chunk
+        assert chunk == vector_search(store, vec, 1)[0].chunk
         assert vec.tolist() == want[cid].tolist()
     assert store.chunks_with_vectors([]) == {}
 
@@ -199,7 +211,7 @@ def test_to_hits_drops_candidates_deleted_since_the_search(
     qv = embedder.embed_query("text about b")
     with_cos = to_hits(ranked, s, qv)
     assert [h.chunk.id for h in with_cos] == ["b"]
-    stored = s.vectors_for(["b"])["b"]
+    stored = vectors_for(s, ["b"])["b"]
     assert with_cos[0].vector_score == pytest.approx(float(stored @ qv.reshape(-1)), abs=1e-6)
     assert (with_cos[0].vector_score or 0.0) > 0.5
     kept = to_hits([Fused("b", 1.0, 1, 0.25, None)], s, qv)

@@ -16,8 +16,9 @@ import pytest
 from ragline.embed.base import Embedder, Vectors
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite
+from ragline.store.base import CandidateQuery, DocumentWrite
 from ragline.store.lance import LanceStore
+from ragline.store.reads import vectors_for
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 #: doc id → (chapter, title, chunks as (section, text)); fields vary so that a
@@ -149,7 +150,7 @@ class RowsFromLanceDB:
         return self.rows.chunks_with_vectors(ids)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        return self.rows.vectors_for(ids)
+        return vectors_for(self.rows, ids)
 
 
 def every_field(hit: Hit) -> dict[str, Any]:
@@ -194,7 +195,7 @@ def test_rows_are_lancedbs_for_any_ids(
     got, want = mirrored.chunks_with_vectors(ids), plain.chunks_with_vectors(ids)
     assert list(got) == ["ocean/1", "volcano/0", "soil/0", "river/1"]
     assert set(want) == set(got)
-    vectors, stored = mirrored.vectors_for(ids), plain.vectors_for(ids)
+    vectors, stored = vectors_for(mirrored, ids), vectors_for(plain, ids)
     assert set(vectors) == set(stored) == set(got)
     for cid, (chunk, vector) in got.items():
         assert chunk == want[cid][0]
@@ -203,7 +204,7 @@ def test_rows_are_lancedbs_for_any_ids(
         assert vectors[cid].dtype == stored[cid].dtype == np.float32
     assert got["volcano/0"][0] == chunks_of("volcano", make_chunk)[0]
     assert mirrored.chunks_with_vectors([]) == {} and mirrored.chunks_with_vectors(["x"]) == {}
-    assert mirrored.vectors_for([]) == {} and mirrored.vectors_for(["x"]) == {}
+    assert vectors_for(mirrored, []) == {} and vectors_for(mirrored, ["x"]) == {}
 
 
 def test_a_search_with_no_candidates_reads_no_rows(
@@ -216,7 +217,7 @@ def test_a_search_with_no_candidates_reads_no_rows(
     with pytest.raises(ValueError, match="top_k"):
         retriever.search("lava", top_k=0)
     qv = embedder.embed_query("lava")
-    assert mirrored.weighted_candidates(qv, "lava", 0)[0] == []
+    assert mirrored.candidates(CandidateQuery(0, qv, "lava", weights=(0.4, 0.6))).fused == []
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))

@@ -21,9 +21,10 @@ from ragline.engine import Ragline
 from ragline.retrieve.rerank import HeuristicReranker
 from ragline.retrieve.retriever import TIMING_KEYS, Retriever
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, Ranking, Store
+from ragline.store.base import CandidateQuery, Candidates, DocumentWrite, Store
 from ragline.store.lance import LanceStore
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
+from ragline.store.reads import vector_search, vectors_for
+from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
 ChunkFactory = Callable[..., Chunk]
 
@@ -61,31 +62,12 @@ class RecordingStore:
         self.inner = inner
         self.calls: list[tuple[str, Any]] = []
 
-    def hybrid_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> tuple[Ranking, Ranking, dict[str, float]]:
-        self.calls.append(("hybrid_candidates", (query, k, filters, boosts)))
-        return self.inner.hybrid_candidates(query_vector, query, k, filters, boosts)
-
-    def weighted_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-        weights: tuple[float, float] = (0.4, 0.6),
-        limit: int | None = None,
-    ) -> tuple[list[Fused], dict[str, float]]:
-        self.calls.append(("weighted_candidates", (query, k, filters, boosts)))
-        return self.inner.weighted_candidates(
-            query_vector, query, k, filters, boosts, weights, limit
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        side = "weighted" if query.weights else "hybrid" if query.vector is not None else "one"
+        self.calls.append(
+            (f"{side}_candidates", (query.text, query.k, query.filters, query.boosts))
         )
+        return self.inner.candidates(query)
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         self.calls.append(("chunks_with_vectors", list(ids)))
@@ -93,7 +75,7 @@ class RecordingStore:
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
         self.calls.append(("vectors_for", list(ids)))
-        return self.inner.vectors_for(ids)
+        return vectors_for(self.inner, ids)
 
     def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
         self.calls.append(("chunks_by_index", (doc_id, list(indices))))
@@ -292,7 +274,7 @@ def test_keyword_only_hits_get_their_cosine(lance: Store, minilm: OnnxEmbedder) 
     store = RecordingStore(lance)
     retriever = Retriever(store, minilm, settings(candidates=2))  # type: ignore[arg-type]
     result = retriever.search("what does error code E4711 mean?", top_k=2)
-    vector_ids = {h.chunk.id for h in lance.vector_search(minilm.embed_query(result.query), 2)}
+    vector_ids = {h.chunk.id for h in vector_search(lance, minilm.embed_query(result.query), 2)}
     keyword_only = [h for h in result.hits if h.chunk.id not in vector_ids]
     assert keyword_only, "the query must produce keyword-only candidates"
     # their cosines come with their chunks: one row read, no separate vector read

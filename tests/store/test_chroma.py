@@ -12,6 +12,7 @@ import numpy as np
 from ragline.store.base import DocumentWrite
 from ragline.store.chroma import ChromaStore
 from ragline.store.chroma.journal import Journal
+from ragline.store.reads import keyword_search
 from ragline.types import Chunk, DocumentRecord
 
 DIM = 8
@@ -35,7 +36,7 @@ def put(store: ChromaStore, doc: str, texts: list[str]) -> None:
 
 
 def scores(store: ChromaStore, query: str) -> list[tuple[str, float]]:
-    return [(h.chunk.id, round(h.keyword_score or 0, 6)) for h in store.keyword_search(query, 10)]
+    return [(h.chunk.id, round(h.keyword_score or 0, 6)) for h in keyword_search(store, query, 10)]
 
 
 def test_term_index_follows_another_clients_writes(chroma_url: str, tmp_path: Path) -> None:
@@ -88,7 +89,7 @@ def test_interrupted_write_is_rolled_back_on_open(tmp_path: Path) -> None:
     store._meta.upsert(ids=["write:w1"], embeddings=[[1.0]], metadatas=[journal.to_metadata()])
     col = store._chunks(state.chunks)
     store._add(col, [chunk("a", 0, "new text")], np.ones((1, DIM), np.float32), "w1")
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.close()
     again = ChromaStore(tmp_path / "c", dimension=DIM, collection="kb")
     assert sorted(c.text for b, _ in again.iter_chunks() for c in b) == [

@@ -29,7 +29,15 @@ from ragline.embed.tokenizer import TokenCounter
 from ragline.engine import make_chunker
 from ragline.ingest.sync import Indexer
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, Store, StoreError
+from ragline.store.base import (
+    DocumentWrite,
+    IndexStore,
+    Store,
+    StoreAbilities,
+    StoreError,
+    StoreInfo,
+)
+from ragline.store.reads import document_vectors, keyword_search, vector_search, vectors_for
 from ragline.text.bm25 import tokenize
 from ragline.text.language import detect_language
 from ragline.types import FieldBoosts
@@ -106,12 +114,13 @@ def store(backend: str, env: ContractEnv) -> Iterator[Store]:
 
 
 def test_is_a_store_and_starts_empty(store: Store) -> None:
-    assert isinstance(store, Store)
-    assert store.count_chunks() == 0
+    assert isinstance(store, IndexStore)  # both protocols: search/sync and maintenance
+    assert isinstance(store.abilities, StoreAbilities)  # declared once, when opened
+    assert store.info() == StoreInfo(chunks=0, dimension=DIM)
     assert store.documents() == []
-    assert store.stored_fingerprint() is None
-    assert store.keyword_search("gradient", 5) == []
-    assert store.vector_search(unit(np.random.default_rng(0), 1)[0], 5) == []
+    assert store.fingerprint() is None
+    assert keyword_search(store, "gradient", 5) == []
+    assert vector_search(store, unit(np.random.default_rng(0), 1)[0], 5) == []
 
 
 def test_every_chunk_field_round_trips(store: Store) -> None:
@@ -131,9 +140,9 @@ def test_every_chunk_field_round_trips(store: Store) -> None:
     assert back == c
     assert store.documents() == [record_for("doc", [c])]
     assert store.chunks_by_index("doc", [0, 5]) == [c]
-    np.testing.assert_allclose(store.vectors_for([c.id])[c.id], vec[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(vectors_for(store, [c.id])[c.id], vec[0], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(
-        store.document_vectors("doc")[c.content_hash], vec[0], rtol=1e-6, atol=1e-6
+        document_vectors(store, "doc")[c.content_hash], vec[0], rtol=1e-6, atol=1e-6
     )
 
 
@@ -146,15 +155,17 @@ def test_replacing_a_document_leaves_only_its_new_chunks(store: Store) -> None:
     got = sorted(all_chunks(store), key=lambda c: c.id)
     assert [c.id for c in got] == ["acme/a/0", "acme/a/1", "acme/b/0", "acme/b/1"]
     assert [c.text for c in got if c.doc_id == "a"] == [c.text for c in new]
-    assert store.count_chunks() == 4
-    assert store.count_chunks({"doc_id": "a"}) == 2
-    hits = store.keyword_search("gradient", 10)
+    assert store.info().chunks == 4
+    assert store.info({"doc_id": "a"}).chunks == 2
+    hits = keyword_search(store, "gradient", 10)
     assert ids(hits) == ["acme/a/0"]  # the old passage about gradient descent is gone
-    hits = store.vector_search(vecs[0], 1)
+    hits = vector_search(store, vecs[0], 1)
     assert ids(hits) == ["acme/a/0"]
     assert hits[0].vector_score == pytest.approx(1.0, abs=1e-5)
     assert [r.chunk_count for r in store.documents()] == [2, 2]
     assert [c.chunk_index for c in store.chunks_by_index("a", [0, 1, 2])] == [0, 1]
+    assert store.chunks_by_index("a") == sorted(new, key=lambda c: c.chunk_index)
+    assert store.chunks_by_index("a", []) == [] and store.chunks_by_index("nope") == []
 
 
 def test_batch_replace_of_several_documents(store: Store) -> None:
@@ -171,7 +182,7 @@ def test_batch_replace_of_several_documents(store: Store) -> None:
     assert {r.doc_id for r in store.documents()} == {"d0", "d1", "d2"}
     empty = DocumentWrite(record_for("d2", []), [], np.zeros((0, DIM), np.float32))
     store.replace_documents([empty])
-    assert store.count_chunks({"doc_id": "d2"}) == 0
+    assert store.info({"doc_id": "d2"}).chunks == 0
 
 
 def test_bad_writes_raise_and_change_nothing(store: Store) -> None:
@@ -195,14 +206,14 @@ def test_delete_removes_chunks_from_both_searches_and_the_record(store: Store) -
     write(store, "b", PASSAGES[3:], seed=2)
     store.optimize()
     store.delete_document("a")
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     assert [r.doc_id for r in store.documents()] == ["b"]
-    assert "acme/a/0" not in ids(store.vector_search(vecs[0], 10))
-    assert store.keyword_search("gradient convolutional attention", 10) == []
-    assert store.vectors_for(["acme/a/0"]) == {}
-    assert store.document_vectors("a") == {}
+    assert "acme/a/0" not in ids(vector_search(store, vecs[0], 10))
+    assert keyword_search(store, "gradient convolutional attention", 10) == []
+    assert vectors_for(store, ["acme/a/0"]) == {}
+    assert document_vectors(store, "a") == {}
     store.optimize()
-    assert store.keyword_search("gradient", 10) == []
+    assert keyword_search(store, "gradient", 10) == []
     store.delete_document("never-there")  # deleting an unknown document is a no-op
 
 
@@ -223,13 +234,13 @@ def test_incremental_sync_through_the_indexer(
 
     first = indexer.sync(root)
     assert first.ok and sorted(first.indexed) == ["ch1/a.md", "ch1/b.md", "ch2/c.md"]
-    assert store.stored_fingerprint() == embedder.fingerprint
-    total = store.count_chunks()
+    assert store.fingerprint() == embedder.fingerprint
+    total = store.info().chunks
     assert total == first.index_chunks >= 3
 
     again = indexer.sync(root)
     assert again.indexed == [] and sorted(again.skipped) == ["ch1/a.md", "ch1/b.md", "ch2/c.md"]
-    assert store.count_chunks() == total
+    assert store.info().chunks == total
 
     (root / "ch1" / "a.md").write_text("# Alpha\n\nMomentum accelerates stochastic descent.\n")
     (root / "ch2" / "c.md").unlink()
@@ -238,12 +249,12 @@ def test_incremental_sync_through_the_indexer(
     texts = " ".join(c.text for c in all_chunks(store))
     assert "Momentum" in texts and "downhill" not in texts and "Attention" not in texts
     assert sorted(r.source.rsplit("/", 1)[-1] for r in store.documents()) == ["a.md", "b.md"]
-    assert ids(store.keyword_search("downhill attention", 5)) == []
-    assert [h.chunk.source.rsplit("/", 1)[-1] for h in store.keyword_search("momentum", 5)] == [
+    assert ids(keyword_search(store, "downhill attention", 5)) == []
+    assert [h.chunk.source.rsplit("/", 1)[-1] for h in keyword_search(store, "momentum", 5)] == [
         "a.md"
     ]
-    assert len({c.id for c in all_chunks(store)}) == store.count_chunks()
-    assert store.count_chunks({"chapter": "ch1"}) == store.count_chunks()
+    assert len({c.id for c in all_chunks(store)}) == store.info().chunks
+    assert store.info({"chapter": "ch1"}).chunks == store.info().chunks
 
 
 # ---------------------------------------------------------------- filters/tenants
@@ -265,17 +276,19 @@ def test_filters_push_down_in_both_searches(store: Store) -> None:
     ]
     for filters, docs in cases:
         expected = sum({"code": 3, "maths": 3, "other": 6}[d] for d in docs)
-        assert store.count_chunks(filters) == expected, filters
-        vhits = store.vector_search(q, 20, filters)
+        assert store.info(filters).chunks == expected, filters
+        vhits = vector_search(store, q, 20, filters)
         assert {h.chunk.doc_id for h in vhits} == docs, filters
         assert len(vhits) == expected  # a pre-filter: top-k stays full under a filter
-        khits = store.keyword_search("activations gradient attention networks weights", 20, filters)
+        khits = keyword_search(
+            store, "activations gradient attention networks weights", 20, filters
+        )
         assert {h.chunk.doc_id for h in khits} <= docs, filters
         assert all(h.keyword_score and h.keyword_score > 0 for h in khits)
     with pytest.raises((StoreError, ValueError)):
-        store.vector_search(q, 5, {"no such field": "x"})
+        vector_search(store, q, 5, {"no such field": "x"})
     with pytest.raises((StoreError, ValueError)):
-        store.keyword_search("gradient", 5, {"has_code": "yes"})
+        keyword_search(store, "gradient", 5, {"has_code": "yes"})
 
 
 def test_tenants_are_isolated(store: Store) -> None:
@@ -285,10 +298,12 @@ def test_tenants_are_isolated(store: Store) -> None:
     write(store, "doc2", PASSAGES[:2], same, tenant="zeta")
     for tenant in ("acme", "zeta"):
         f = {"tenant": tenant}
-        assert {h.chunk.tenant for h in store.vector_search(same[0], 10, f)} == {tenant}
-        assert {h.chunk.tenant for h in store.keyword_search("gradient weights", 10, f)} == {tenant}
+        assert {h.chunk.tenant for h in vector_search(store, same[0], 10, f)} == {tenant}
+        assert {h.chunk.tenant for h in keyword_search(store, "gradient weights", 10, f)} == {
+            tenant
+        }
         assert [r.tenant for r in store.documents(tenant)] == [tenant]
-        assert store.count_chunks(f) == 2
+        assert store.info(f).chunks == 2
     assert store.documents("nobody") == []
 
 
@@ -386,7 +401,7 @@ def test_bm25_scores_equal_the_reference(store: Store) -> None:
         for query in BM25_QUERIES:
             expected = reference_bm25(query, boosts)
             assert expected, query  # every query matches something
-            hits = store.keyword_search(query, 20, boosts=boosts)
+            hits = keyword_search(store, query, 20, boosts=boosts)
             got = {h.chunk.id: h.keyword_score for h in hits}
             assert got.keys() == expected.keys(), query
             for cid, score in expected.items():
@@ -394,18 +409,18 @@ def test_bm25_scores_equal_the_reference(store: Store) -> None:
             scores = [h.keyword_score or 0.0 for h in hits]
             assert scores == sorted(scores, reverse=True)
     # top-k is the head of the full ranking
-    full = store.keyword_search("networks weights training", 20)
-    assert ids(store.keyword_search("networks weights training", 3)) == ids(full)[:3]
+    full = keyword_search(store, "networks weights training", 20)
+    assert ids(keyword_search(store, "networks weights training", 3)) == ids(full)[:3]
     # a filter restricts the hits but not the corpus statistics
     expected = reference_bm25("weights", FieldBoosts())
-    (hit,) = store.keyword_search("weights", 5, {"doc_id": "bm1"})
+    (hit,) = keyword_search(store, "weights", 5, {"doc_id": "bm1"})
     assert hit.keyword_score == pytest.approx(expected["acme/bm1/0"], rel=1e-4)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "the of and", "!!! ??? ---", "a"])
 def test_empty_or_stop_word_queries_return_nothing(store: Store, query: str) -> None:
     write(store, "a", PASSAGES, seed=1)
-    assert store.keyword_search(query, 5) == []
+    assert keyword_search(store, query, 5) == []
 
 
 @pytest.mark.parametrize(
@@ -413,7 +428,7 @@ def test_empty_or_stop_word_queries_return_nothing(store: Store, query: str) -> 
 )
 def test_query_syntax_is_never_interpreted(store: Store, query: str) -> None:
     write(store, "a", PASSAGES, seed=1)
-    hits = store.keyword_search(query + " gradient", 5)
+    hits = keyword_search(store, query + " gradient", 5)
     assert ids(hits)[:1] == ["acme/a/0"]
 
 
@@ -439,7 +454,7 @@ def test_vector_recall_against_exact_search(store: Store) -> None:
     for q in unit(rng, 20):
         sims = matrix @ q
         truth = set(all_ids[np.argsort(-sims)[:10]])
-        hits = store.vector_search(q, 10)
+        hits = vector_search(store, q, 10)
         recall.append(len(truth & set(ids(hits))) / 10)
         for h in hits:
             i = int(np.flatnonzero(all_ids == h.chunk.id)[0])
@@ -449,7 +464,7 @@ def test_vector_recall_against_exact_search(store: Store) -> None:
         )
     assert float(np.mean(recall)) >= 0.95
     with pytest.raises(StoreError):
-        store.vector_search(np.ones(DIM + 1, np.float32), 5)
+        vector_search(store, np.ones(DIM + 1, np.float32), 5)
 
 
 def test_iter_chunks_returns_every_chunk_with_its_vector(store: Store) -> None:
@@ -469,21 +484,21 @@ def test_iter_chunks_returns_every_chunk_with_its_vector(store: Store) -> None:
 
 def test_model_fingerprint_round_trip(open_store: Callable[[], Store], backend: str) -> None:
     store = open_store()
-    assert store.stored_fingerprint() is None
-    store.set_fingerprint(FP)
-    assert store.stored_fingerprint() == FP
+    assert store.fingerprint() is None
+    store.fingerprint(FP)
+    assert store.fingerprint() == FP
     write(store, "a", PASSAGES[:2], seed=1)
     store.close()
     again = open_store()
-    assert again.stored_fingerprint() == FP
-    assert again.count_chunks() == 2
+    assert again.fingerprint() == FP
+    assert again.info().chunks == 2
     with pytest.raises(StoreError):
-        again.set_fingerprint(ModelFingerprint(name="wide", dimension=DIM * 2, digest="d" * 64))
+        again.fingerprint(ModelFingerprint(name="wide", dimension=DIM * 2, digest="d" * 64))
 
 
 def test_rebuild_swaps_in_a_new_model(store: Store) -> None:
     write(store, "a", PASSAGES[:3], seed=1)
-    store.set_fingerprint(FP)
+    store.fingerprint(FP)
     batches = list(store.iter_chunks(2))
     wide = ModelFingerprint(name="wide", dimension=DIM * 2, digest="e" * 64)
     rng = np.random.default_rng(9)
@@ -491,11 +506,11 @@ def test_rebuild_swaps_in_a_new_model(store: Store) -> None:
         wide, [(chunks, unit(rng, len(chunks), DIM * 2)) for chunks, _ in batches]
     )
     assert count == 3
-    assert store.stored_fingerprint() == wide
-    assert store.count_chunks() == 3
+    assert store.fingerprint() == wide
+    assert store.info().chunks == 3
     q = unit(rng, 1, DIM * 2)[0]
-    assert len(store.vector_search(q, 5)) == 3
-    assert ids(store.keyword_search("gradient", 5)) == ["acme/a/0"]
+    assert len(vector_search(store, q, 5)) == 3
+    assert ids(keyword_search(store, "gradient", 5)) == ["acme/a/0"]
 
 
 # --------------------------------------------------------------------- crash
@@ -542,7 +557,7 @@ def check_consistent(store: Store) -> int:
         assert len(versions) == 1, (doc, versions)
         (v,) = versions
         assert sum(1 for c in chunks if c.doc_id == doc) == v % 5 + 1, (doc, v)
-    hits = store.keyword_search("version part", 100)
+    hits = keyword_search(store, "version part", 100)
     assert len(set(ids(hits))) == len(hits) == len(chunks)
     return min((next(iter(v)) for v in per_doc.values()), default=0)
 
@@ -584,7 +599,7 @@ def test_crash_during_a_write_leaves_old_or_new_chunks(
         store.replace_documents([DocumentWrite(record_for(f"d{d}", chunks), chunks, unit(rng, 3))])
     store.optimize()
     assert check_consistent(store) == final
-    assert store.count_chunks() == 4 * (final % 5 + 1)
+    assert store.info().chunks == 4 * (final % 5 + 1)
     assert sorted(r.doc_id for r in store.documents()) == ["d0", "d1", "d2", "d3"]
 
 
@@ -645,11 +660,11 @@ def _write_lang_corpus(store: Store) -> None:
 
 def test_language_filter_pushes_down(store: Store) -> None:
     _write_lang_corpus(store)
-    assert store.count_chunks({"language": "ja"}) == 1
-    (hit,) = store.vector_search(unit(np.random.default_rng(9), 1)[0], 5, {"language": "fr"})
+    assert store.info({"language": "ja"}).chunks == 1
+    (hit,) = vector_search(store, unit(np.random.default_rng(9), 1)[0], 5, {"language": "fr"})
     assert hit.chunk.metadata["language"] == "fr"
     # any metadata value is one escaped literal (or parameter): it matches nothing
-    assert store.count_chunks({"language": "ja' OR 1=1 --"}) == 0
+    assert store.info({"language": "ja' OR 1=1 --"}).chunks == 0
 
 
 def test_keyword_search_analyses_each_language(store: Store) -> None:
@@ -672,8 +687,8 @@ def test_keyword_search_analyses_each_language(store: Store) -> None:
                     s += idf * 2.2 * tf[term] / (tf[term] + 1.2 * (0.25 + 0.75 * len(d) / avgdl))
             if s > 0:
                 expected[f"acme/l{i}/0"] = s
-        hits = store.keyword_search(
-            query, 10, boosts=FieldBoosts(title=0.0, headings=0.0, text=1.0)
+        hits = keyword_search(
+            store, query, 10, boosts=FieldBoosts(title=0.0, headings=0.0, text=1.0)
         )
         assert hits and hits[0].chunk.doc_id == want, (query, q, ids(hits))
         got = {h.chunk.id: h.keyword_score for h in hits}
@@ -763,9 +778,9 @@ def test_operator_filters_select_the_same_chunks_on_every_store(store: Store) ->
             )
         }
         assert ref == docs, filters
-        assert store.count_chunks(filters) == per_doc * len(docs), filters
-        vhits = store.vector_search(q, 50, filters)
+        assert store.info(filters).chunks == per_doc * len(docs), filters
+        vhits = vector_search(store, q, 50, filters)
         assert {h.chunk.doc_id for h in vhits} == docs, filters
         assert len(vhits) == per_doc * len(docs), filters  # a pre-filter
-        khits = store.keyword_search("gradient attention activations networks", 50, filters)
+        khits = keyword_search(store, "gradient attention activations networks", 50, filters)
         assert {h.chunk.doc_id for h in khits} <= docs, filters

@@ -12,11 +12,13 @@ import pytest
 from tests.store.contract import DIM, unit, write
 
 from ragline.store import lance_memory
+from ragline.store.base import CandidateQuery
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.lance import LanceStore
+from ragline.store.reads import keyword_candidates, vector_candidates, vector_search
 from ragline.store.stages import STAGES
 from ragline.store.vector_index import VectorIndex
-from ragline.types import FieldBoosts, Filters
+from ragline.types import FieldBoosts, Filters, Fused
 
 TEXTS = [
     "Gradient descent follows the negative gradient of the loss.",
@@ -25,6 +27,21 @@ TEXTS = [
     "Convex functions have a single minimum, so descent finds it.",
     "Bayes rule turns a prior and a likelihood into a posterior.",
 ]
+
+
+def weighted(
+    store: LanceStore,
+    vector: Any,
+    text: str,
+    k: int,
+    filters: Filters | None = None,
+    boosts: FieldBoosts | None = None,
+    weights: tuple[float, float] = (0.4, 0.6),
+    limit: int | None = None,
+) -> tuple[list[Fused] | None, dict[str, float]]:
+    """The store's weighted-hybrid candidates and their milliseconds."""
+    found = store.candidates(CandidateQuery(k, vector, text, filters, boosts, weights, limit))
+    return found.fused, found.ms
 
 
 @pytest.fixture(params=["float32", "int8", "bm25-pruned"])
@@ -49,12 +66,12 @@ def test_both_paths_rank_alike_with_filters(pair: tuple[LanceStore, LanceStore])
     scopes: list[Filters | None] = [None, {"tenant": "acme"}, {"tenant": "other"}, {"doc_id": "a"}]
     for scope in scopes:
         q = unit(rng, 1)[0]
-        got, want = mirrored.vector_candidates(q, 4, scope), plain.vector_candidates(q, 4, scope)
+        got, want = vector_candidates(mirrored, q, 4, scope), vector_candidates(plain, q, 4, scope)
         assert [i for i, _ in got] == [i for i, _ in want]
         np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
         for boosts in (None, FieldBoosts(title=0.5)):
-            got = mirrored.keyword_candidates("gradient descent notes", 10, scope, boosts)
-            want = plain.keyword_candidates("gradient descent notes", 10, scope, boosts)
+            got = keyword_candidates(mirrored, "gradient descent notes", 10, scope, boosts)
+            want = keyword_candidates(plain, "gradient descent notes", 10, scope, boosts)
             assert sorted(i for i, _ in got) == sorted(i for i, _ in want)
             np.testing.assert_allclose(
                 sorted(s for _, s in got), sorted(s for _, s in want), rtol=1e-5
@@ -66,29 +83,30 @@ def test_rewritten_rows_and_compaction_are_followed(tmp_path: Path) -> None:
     (every row id changes) leaves the answers as they were."""
     store = LanceStore(tmp_path / "index", dimension=DIM)
     write(store, "a", TEXTS, seed=1)
-    assert store.keyword_candidates("platypus", 5) == []
+    assert keyword_candidates(store, "platypus", 5) == []
     write(store, "a", TEXTS, seed=1, title="Platypus Notes")
-    hits = store.keyword_candidates("platypus", 10)
+    hits = keyword_candidates(store, "platypus", 10)
     assert len(hits) == len(TEXTS)
-    before = store.hybrid_candidates(unit(np.random.default_rng(3), 1)[0], "descent", 10)[:2]
+    ask = CandidateQuery(10, unit(np.random.default_rng(3), 1)[0], "descent")
+    before = store.candidates(ask)
     store.optimize()
-    after = store.hybrid_candidates(unit(np.random.default_rng(3), 1)[0], "descent", 10)[:2]
-    assert after == before
+    after = store.candidates(ask)
+    assert (after.vector, after.keyword) == (before.vector, before.keyword)
 
 
 def test_a_write_by_another_store_is_seen_by_the_next_search(tmp_path: Path) -> None:
     reader = LanceStore(tmp_path / "index", dimension=DIM)
     writer = LanceStore(tmp_path / "index", dimension=DIM)
     write(writer, "a", TEXTS[:2], seed=1)
-    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert len(keyword_candidates(reader, "gradient", 10)) == 2
     write(writer, "b", TEXTS[2:], seed=2)
-    assert {i for i, _ in reader.keyword_candidates("descent", 10)} == {
+    assert {i for i, _ in keyword_candidates(reader, "descent", 10)} == {
         "acme/a/0",
         "acme/a/1",
         "acme/b/1",
     }
     writer.delete_document("a")
-    assert [i for i, _ in reader.keyword_candidates("gradient", 10)] == []
+    assert [i for i, _ in keyword_candidates(reader, "gradient", 10)] == []
     chunks = reader.chunks_with_vectors(["acme/b/0", "acme/a/0"])
     assert list(chunks) == ["acme/b/0"]
 
@@ -127,7 +145,7 @@ def test_rows_above_the_memory_limit_are_the_stored_chunks_and_follow_writes(
     rewritten = got["acme/a/2"][0]
     assert (rewritten.title, rewritten.heading_path) == ("Rewritten Notes", ("New",))
     assert rewritten == plain.chunks_with_vectors(["acme/a/2"])["acme/a/2"][0]
-    hits = store.vector_search(unit(np.random.default_rng(4), 1)[0], 5)
+    hits = vector_search(store, unit(np.random.default_rng(4), 1)[0], 5)
     stored = plain.chunks_with_vectors([h.chunk.id for h in hits])
     assert len(hits) == 5 and [h.chunk for h in hits] == [stored[h.chunk.id][0] for h in hits]
 
@@ -145,25 +163,25 @@ def test_a_table_growing_past_the_float32_limit_is_rebuilt_as_int8(
     plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
     write(store, "a", TEXTS, seed=1)
     q = unit(np.random.default_rng(8), 1)[0]
-    store.vector_candidates(q, 3)
+    vector_candidates(store, q, 3)
     snap = store._mirror._snapshot  # type: ignore[union-attr]
     assert snap is not None and snap.vectors.layout.float32 and not snap.vectors.layout.int8
     write(store, "b", TEXTS, seed=2)
-    got = store.vector_candidates(q, 6)
+    got = vector_candidates(store, q, 6)
     snap = store._mirror._snapshot  # type: ignore[union-attr]
     assert snap is not None and snap.rows == 10 and snap.vectors.codes is not None
     assert snap.vectors.matrix is None and snap.texts is None
     assert snap.held is not None and snap.held.names == lance_memory.MEMORY_COLUMNS
     assert snap.vectors.codes.shape[1] == (dims or DIM)
-    want = plain.vector_candidates(q, 6)
+    want = vector_candidates(plain, q, 6)
     assert [i for i, _ in got] == [i for i, _ in want]
     np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=2e-3)
     write(store, "c", TEXTS[:2], seed=3)
     store.delete_document("a")
-    got = store.vector_candidates(q, 20, {"tenant": "acme"})
+    got = vector_candidates(store, q, 20, {"tenant": "acme"})
     snap = store._mirror._snapshot  # type: ignore[union-attr]
     assert snap is not None and snap.rows == 7
-    want = plain.vector_candidates(q, 20, {"tenant": "acme"})
+    want = vector_candidates(plain, q, 20, {"tenant": "acme"})
     assert [i for i, _ in got] == [i for i, _ in want] and len(got) == 7
 
 
@@ -174,7 +192,7 @@ def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(
     writer = LanceStore(tmp_path / "index", dimension=DIM)
     write(writer, "a", TEXTS[:2], seed=1)
     monkeypatch.setattr(lance_memory, "SETTLED_NS", 0)  # every folder counts as settled
-    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert len(keyword_candidates(reader, "gradient", 10)) == 2
     assert reader._mirror is not None
     calls = 0
     run = reader._mirror._run
@@ -185,10 +203,10 @@ def test_a_settled_table_skips_the_version_call_but_sees_the_next_write(
         return run(coro)
 
     reader._mirror._run = counting
-    assert len(reader.keyword_candidates("gradient", 10)) == 2
+    assert len(keyword_candidates(reader, "gradient", 10)) == 2
     assert calls == 0  # one stat, no LanceDB call
     write(writer, "b", TEXTS[:1], seed=2)
-    assert len(reader.keyword_candidates("gradient", 10)) == 3
+    assert len(keyword_candidates(reader, "gradient", 10)) == 3
     assert calls > 0
 
 
@@ -200,11 +218,11 @@ def test_a_large_refresh_runs_in_the_background_while_lancedb_answers(
     monkeypatch.setattr(lance_memory, "BACKGROUND_ROWS", 0)  # every refresh is "large"
     store = LanceStore(tmp_path / "index", dimension=DIM)
     assert store._mirror is not None
-    want = plain.keyword_candidates("gradient descent", 10)
-    assert store.keyword_candidates("gradient descent", 10) == want  # LanceDB answered
+    want = keyword_candidates(plain, "gradient descent", 10)
+    assert keyword_candidates(store, "gradient descent", 10) == want  # LanceDB answered
     store.warm_up()  # waits for the build
     assert store._mirror._snapshot is not None and store._mirror._snapshot.rows == len(TEXTS)
-    got = store.keyword_candidates("gradient descent", 10)
+    got = keyword_candidates(store, "gradient descent", 10)
     assert [i for i, _ in got] == [i for i, _ in want]
 
 
@@ -228,18 +246,18 @@ def test_a_mostly_new_table_gets_a_basis_of_its_own_rows(tmp_path: Path) -> None
     write(store, "a", TEXTS, unit(rng, 5) + old_dirs, seed=1)
     write(store, "b", TEXTS, unit(rng, 5) + old_dirs, seed=2)
     q = unit(rng, 1)[0]
-    store.vector_candidates(q, 3)
+    vector_candidates(store, q, 3)
     before = store._mirror._snapshot  # type: ignore[union-attr]
     assert before is not None and before.vectors.basis is not None
     store.delete_document("a")
     new_dirs = unit(rng, 1)[0] * 3
     for doc, seed in (("c", 3), ("d", 4)):
         write(store, doc, TEXTS, unit(rng, 5) + new_dirs, seed=seed)
-    got = store.vector_candidates(q, 15)
+    got = vector_candidates(store, q, 15)
     after = store._mirror._snapshot  # type: ignore[union-attr]
     assert after is not None and after.rows == 15 and after.vectors.basis is not None
     fresh = LanceStore(tmp_path / "index", **opts)
-    want = fresh.vector_candidates(q, 15)
+    want = vector_candidates(fresh, q, 15)
     built = fresh._mirror._snapshot  # type: ignore[union-attr]
     assert built is not None and built.vectors.basis is not None
     np.testing.assert_allclose(after.vectors.basis, built.vectors.basis, atol=1e-6)
@@ -251,7 +269,7 @@ NEVER = 10**12  # a parallel-stages threshold no table reaches
 
 
 def _both_orders(store: LanceStore, *args: Any, **kw: Any) -> tuple[Any, Any, set[str]]:
-    """``weighted_candidates`` with the stages overlapped and in order, and the names of
+    """Weighted candidates with the stages overlapped and in order, and the names of
     the threads the vector scan ran on."""
     threads: set[str] = set()
     search = VectorIndex.search
@@ -265,9 +283,9 @@ def _both_orders(store: LanceStore, *args: Any, **kw: Any) -> tuple[Any, Any, se
         mp.setattr(STAGES, "load", None)  # overlap even while other processes are busy
         mp.setattr(STAGES, "cores", 2)  # and on a one-core runner
         store.parallel_rows = 0
-        overlapped = store.weighted_candidates(*args, **kw)
+        overlapped = weighted(store, *args, **kw)
         store.parallel_rows = NEVER
-        sequential = store.weighted_candidates(*args, **kw)
+        sequential = weighted(store, *args, **kw)
     return overlapped, sequential, threads
 
 
@@ -321,7 +339,7 @@ def test_a_failing_stage_fails_the_search_in_either_order(
     target = VectorIndex if failing == "vector" else KeywordIndex
     monkeypatch.setattr(target, "search" if failing == "vector" else "top", broken)
     with pytest.raises(MemoryError, match=failing):
-        store.weighted_candidates(unit(np.random.default_rng(1), 1)[0], "gradient", 5)
+        weighted(store, unit(np.random.default_rng(1), 1)[0], "gradient", 5)
     assert STAGES.in_flight == 0
 
 

@@ -101,7 +101,7 @@ def make_docs(rng: np.random.Generator) -> list[DocumentWrite]:
 def lance_index(tmp_path: Path) -> Path:
     path = tmp_path / "index" / "lance"
     store = LanceStore(path, dimension=DIM)
-    store.set_fingerprint(FP)
+    store.fingerprint(FP)
     items = make_docs(np.random.default_rng(4))
     store.replace_documents(items[:10])
     store.replace_documents(items[10:])
@@ -140,11 +140,11 @@ def test_lance_to_postgres_copies_everything_and_verifies(lance_index: Path, pg_
     try:
         report = migrate_index(source, target, sample=12, k=5)
         assert report.ok, report.problems
-        assert report.documents == 24 and report.chunks == source.count_chunks() == CHUNKS
+        assert report.documents == 24 and report.chunks == source.info().chunks == CHUNKS
         assert set(report.tenants) == {"acme", "globex"}
         assert all(sd == td and sc == tc for sd, td, sc, tc in report.tenants.values())
         assert len(report.searches) == 24 and all(s.agrees for s in report.searches)
-        assert target.stored_fingerprint() == FP
+        assert target.fingerprint() == FP
         # every field and vector came over unchanged
         src = {c.id: (c, v) for b, vs in source.iter_chunks() for c, v in zip(b, vs, strict=True)}
         dst = {c.id: (c, v) for b, vs in target.iter_chunks() for c, v in zip(b, vs, strict=True)}
@@ -160,7 +160,7 @@ def test_lance_to_postgres_copies_everything_and_verifies(lance_index: Path, pg_
         with pytest.raises(TargetNotEmptyError, match="--force"):
             migrate_index(source, target)
         assert migrate_index(source, target, force=True, sample=4).ok
-        assert target.count_chunks() == CHUNKS
+        assert target.info().chunks == CHUNKS
     finally:
         source.close()
         target.close()

@@ -31,6 +31,7 @@ from ragline.store.postgres import (
     apply_migrations,
     load_migrations,
 )
+from ragline.store.reads import keyword_search, vector_search, vectors_for
 from ragline.types import Chunk, DocumentRecord
 
 DIM = 8
@@ -108,7 +109,7 @@ def test_migrations_are_versioned_and_idempotent(pg_url: str, open_pg: Any) -> N
     first = open_pg(schema=schema)
     put(first, "a", ["gradient descent"])
     again = open_pg(schema=schema)  # opening again applies nothing and keeps the data
-    assert again.count_chunks() == 1
+    assert again.info().chunks == 1
     versions = [m.version for m in load_migrations()]
     assert versions == sorted(set(versions)) and versions[0] == 1
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -141,7 +142,7 @@ def test_processes_opening_a_new_schema_together_do_not_race(open_pg: Any) -> No
         t.join()
     assert errors == []
     put(stores[0], "a", ["attention layers"])
-    assert [s.count_chunks() for s in stores] == [1, 1, 1, 1]
+    assert [s.info().chunks for s in stores] == [1, 1, 1, 1]
 
 
 def test_a_bad_schema_name_is_refused(pg_url: str) -> None:
@@ -164,7 +165,7 @@ def test_hnsw_index_is_built_by_optimize_and_searches_stay_right(open_pg: Any) -
     store.optimize()
     assert store.has_vector_index()
     q = vecs[17]
-    hits = store.vector_search(q, 5, {"tenant": "acme"})
+    hits = vector_search(store, q, 5, {"tenant": "acme"})
     assert hits[0].chunk.id == "acme/big/17"
     assert hits[0].vector_score == pytest.approx(1.0, abs=1e-5)
     exact = np.argsort(-(vecs @ q))[:5]
@@ -181,22 +182,22 @@ def test_search_reads_go_to_the_replica(pg_server: Any, open_pg: Any) -> None:
         store = open_pg(schema=schema, read_url=replica.url())
         put(store, "a", ["gradient descent updates weights"], seed=1)
         pg_server.wait_replayed(replica)
-        assert [h.chunk.id for h in store.keyword_search("gradient", 5)] == ["acme/a/0"]
+        assert [h.chunk.id for h in keyword_search(store, "gradient", 5)] == ["acme/a/0"]
 
         # Freeze the replica: a new write is on the primary only.
         replica.psql("SELECT pg_wal_replay_pause()")
         chunks = put(store, "b", ["gradient clipping bounds the gradient norm"], seed=2)
-        assert store.count_chunks() == 2  # counts read the primary (writes depend on them)
-        assert [h.chunk.id for h in store.keyword_search("clipping", 5)] == []
+        assert store.info().chunks == 2  # counts read the primary (writes depend on them)
+        assert [h.chunk.id for h in keyword_search(store, "clipping", 5)] == []
         rng = np.random.default_rng(2)
         qv = rng.standard_normal((1, DIM)).astype(np.float32)[0]
-        assert chunks[0].id not in {h.chunk.id for h in store.vector_search(qv, 5)}
-        assert store.vectors_for([chunks[0].id]) == {}
+        assert chunks[0].id not in {h.chunk.id for h in vector_search(store, qv, 5)}
+        assert vectors_for(store, [chunks[0].id]) == {}
         assert store.chunks_by_index("b", [0]) == []
 
         replica.psql("SELECT pg_wal_replay_resume()")
         pg_server.wait_replayed(replica)
-        assert [h.chunk.id for h in store.keyword_search("clipping", 5)] == ["acme/b/0"]
+        assert [h.chunk.id for h in keyword_search(store, "clipping", 5)] == ["acme/b/0"]
         assert [c.id for c in store.chunks_by_index("b", [0])] == ["acme/b/0"]
         # and the replica really is a standby
         assert replica.psql("SELECT pg_is_in_recovery()") == "t"
@@ -223,7 +224,7 @@ def test_a_lost_connection_is_retried_with_backoff(fault_server: Any) -> None:
         restart.start()
         try:
             t0 = time.monotonic()
-            hits = store.keyword_search("dropout", 5)  # fails, backs off, succeeds
+            hits = keyword_search(store, "dropout", 5)  # fails, backs off, succeeds
             waited = time.monotonic() - t0
         finally:
             restart.join()
@@ -237,7 +238,7 @@ def test_a_lost_connection_is_retried_with_backoff(fault_server: Any) -> None:
             put(store, "b", ["batch norm"], seed=3)
         finally:
             restart.join()
-        assert store.count_chunks() == 2
+        assert store.info().chunks == 2
     finally:
         store.close()
         if not fault_server.running():
@@ -256,7 +257,7 @@ def test_a_server_that_stays_down_fails_clearly(fault_server: Any) -> None:
     try:
         fault_server.stop("fast")
         with pytest.raises(StoreError) as info:
-            store.count_chunks()
+            store.info()
         message = str(info.value)
         assert f"127.0.0.1:{fault_server.port}" in message
         assert "connection lost while counting chunks" in message
@@ -277,7 +278,7 @@ def test_statement_timeout_cancels_a_slow_query(open_pg: Any) -> None:
     store = open_pg(statement_timeout_s=0.2)
     with pytest.raises(StoreError, match="statement timeout"):
         store._run(lambda conn: conn.execute("SELECT pg_sleep(2)"), "sleeping")
-    assert store.count_chunks() == 0  # the pool is fine afterwards
+    assert store.info().chunks == 0  # the pool is fine afterwards
 
 
 # ------------------------------------------------- server stopped mid-ingest
@@ -342,10 +343,10 @@ def test_server_stopped_mid_ingest_then_next_run_completes_exactly(
     # the BM25 statistics are exact again: same scores as the clean index
     for query in ("install the tidekit package", "harmonic constituents", "storm surge warning"):
         got = [
-            (h.chunk.id, round(h.keyword_score or 0, 6)) for h in partial.keyword_search(query, 10)
+            (h.chunk.id, round(h.keyword_score or 0, 6)) for h in keyword_search(partial, query, 10)
         ]
         want = [
-            (h.chunk.id, round(h.keyword_score or 0, 6)) for h in clean.keyword_search(query, 10)
+            (h.chunk.id, round(h.keyword_score or 0, 6)) for h in keyword_search(clean, query, 10)
         ]
         assert got == want, query
     partial.close()
@@ -362,7 +363,7 @@ def test_a_percent_sign_in_a_filter_value_is_not_a_placeholder(open_pg: Any, sco
     put(store, "other", ["spring tides follow the full moon"], seed=2)
     only = {"source": "docs/100%-sure.md"}
     query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
-    assert [h.chunk.doc_id for h in store.vector_search(query, 5, only)] == ["100%-sure"]
-    assert [h.chunk.doc_id for h in store.keyword_search("spring tides", 5, only)] == ["100%-sure"]
-    assert store.count_chunks(only) == 1
-    assert store.count_chunks({"source": {"$in": ["docs/100%-sure.md", "docs/other.md"]}}) == 2
+    assert [h.chunk.doc_id for h in vector_search(store, query, 5, only)] == ["100%-sure"]
+    assert [h.chunk.doc_id for h in keyword_search(store, "spring tides", 5, only)] == ["100%-sure"]
+    assert store.info(only).chunks == 1
+    assert store.info({"source": {"$in": ["docs/100%-sure.md", "docs/other.md"]}}).chunks == 2

@@ -24,6 +24,7 @@ from ragline.store.base import DocumentWrite
 from ragline.store.filters import to_sql_predicate
 from ragline.store.postgres import PostgresStore
 from ragline.store.postgres import bm25 as postgres_bm25
+from ragline.store.reads import keyword_candidates
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts
 
@@ -68,7 +69,7 @@ def make_chunk(rng: np.random.Generator, doc: int, i: int, tenant: str) -> Chunk
 def corpus(pg_url: str) -> Iterator[tuple[str, str]]:
     schema = f"t_bm25_{time.monotonic_ns() % 10**9}"
     store = PostgresStore(pg_url, dimension=DIM, schema=schema)
-    store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+    store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
     rng = np.random.default_rng(7)
     writes = []
     for d in range(DOCS):
@@ -172,10 +173,10 @@ def test_store_scorers_agree(corpus: tuple[str, str]) -> None:
         assert client.bm25_scorer == "numpy"  # the default
         for query in queries()[:10]:
             for filters in FILTERS:
-                want = exact.keyword_candidates(query, 20, filters)
+                want = keyword_candidates(exact, query, 20, filters)
                 assert want, (query, filters)
-                assert pruned.keyword_candidates(query, 20, filters) == want
-                assert client.keyword_candidates(query, 20, filters) == want
+                assert keyword_candidates(pruned, query, 20, filters) == want
+                assert keyword_candidates(client, query, 20, filters) == want
 
 
 def test_unknown_scorer_is_refused(corpus: tuple[str, str]) -> None:
@@ -242,7 +243,7 @@ def test_packed_lists_with_later_writes_and_deletes(pg_url: str) -> None:
             pg_url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
         ) as exact,
     ):
-        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         store.replace_documents([doc(d, 0) for d in range(20)])
         assert packed_meta(pg_url, schema) == (0, 0)
         store.optimize()
@@ -252,8 +253,8 @@ def test_packed_lists_with_later_writes_and_deletes(pg_url: str) -> None:
         def same() -> None:
             for query in queries()[:15]:
                 for filters in FILTERS:
-                    want = exact.keyword_candidates(query, 10, filters)
-                    assert store.keyword_candidates(query, 10, filters) == want, (query, filters)
+                    want = keyword_candidates(exact, query, 10, filters)
+                    assert keyword_candidates(store, query, 10, filters) == want, (query, filters)
 
         same()
         store.replace_documents([doc(d, 100) for d in (1, 2)])  # 50 newer chunks, 50 stale
@@ -373,7 +374,7 @@ def tied_corpus(url: str, seed: int) -> tuple[str, list[str]]:
         )
 
     with PostgresStore(url, dimension=DIM, schema=schema) as store:
-        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         store.replace_documents([doc(d, 0) for d in range(30)])
         store.optimize()
         store.replace_documents([doc(d, 1) for d in (3, 4)])  # newer rows, stale packed ones
@@ -427,14 +428,14 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
     schema = f"t_mig4_{time.monotonic_ns() % 10**9}"
     rng = np.random.default_rng(9)
     with PostgresStore(pg_url, dimension=DIM, schema=schema) as store:
-        store.set_fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
+        store.fingerprint(ModelFingerprint(name="bm25-test", dimension=DIM, digest="b" * 64))
         chunks = [make_chunk(rng, 0, i, "acme") for i in range(120)]
         record = DocumentRecord("d0", "acme", "docs/d0.md", "h", 120, 1, "", "", "md", "now")
         store.replace_documents(
             [DocumentWrite(record, chunks, rng.standard_normal((120, DIM), dtype=np.float32))]
         )
         store.optimize()
-        before = store.count_chunks()
+        before = store.info().chunks
     with psycopg.connect(pg_url, autocommit=True) as conn:  # back to version 3, packed
         conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
         conn.execute("DELETE FROM ragline_schema_migrations WHERE version = 4")
@@ -453,7 +454,7 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
             pg_url, dimension=DIM, schema=schema, bm25_scorer="sql", bm25_prune=False
         ) as exact,
     ):
-        assert store.count_chunks() == before
+        assert store.info().chunks == before
         assert packed_meta(pg_url, schema) == (0, 0)  # read from rows until optimize()
         with (
             psycopg.connect(pg_url, autocommit=True) as conn,
@@ -464,13 +465,13 @@ def test_migration_0004_upgrades_a_packed_index(pg_url: str) -> None:
                 f"INSERT INTO ragline_term_postings (term, postings) SELECT p.term, "
                 f"{postgres_bm25._PACK} FROM ragline_postings p GROUP BY p.term"
             )
-        want = {q: exact.keyword_candidates(q, 10) for q in queries()[:12]}
+        want = {q: keyword_candidates(exact, q, 10) for q in queries()[:12]}
         assert all(want.values())
-        assert {q: store.keyword_candidates(q, 10) for q in want} == want
+        assert {q: keyword_candidates(store, q, 10) for q in want} == want
         store.optimize()
         terms, mark = packed_meta(pg_url, schema)
         assert terms > 0 and mark > 0
-        assert {q: store.keyword_candidates(q, 10) for q in want} == want
+        assert {q: keyword_candidates(store, q, 10) for q in want} == want
 
 
 def test_the_pruning_settings_reach_the_store(pg_url: str) -> None:

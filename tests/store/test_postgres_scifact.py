@@ -19,6 +19,7 @@ import pytest
 from ragline.embed.base import ModelFingerprint
 from ragline.store.base import DocumentWrite
 from ragline.store.postgres import PostgresStore
+from ragline.store.reads import keyword_candidates
 from ragline.types import Chunk, DocumentRecord
 
 DIM = 4
@@ -73,7 +74,7 @@ def schema(pg_url: str, scifact: Path) -> Iterator[str]:
     name = f"t_scifact_{time.monotonic_ns() % 10**9}"
     docs = writes(scifact)
     with PostgresStore(pg_url, dimension=DIM, schema=name) as store:
-        store.set_fingerprint(ModelFingerprint(name="scifact", dimension=DIM, digest="c" * 64))
+        store.fingerprint(ModelFingerprint(name="scifact", dimension=DIM, digest="c" * 64))
         for i in range(0, len(docs) - 200, 500):
             store.replace_documents(docs[i : min(i + 500, len(docs) - 200)])
         store.optimize()  # packs the postings of all but the last 200 abstracts
@@ -102,14 +103,14 @@ def test_train_claims_top10_identical_to_exhaustive(
     ):
         same_numpy = same_small = same_pruned = same_100 = 0
         for claim in claims:
-            want = exact.keyword_candidates(claim, 10)
+            want = keyword_candidates(exact, claim, 10)
             assert len(want) == 10, claim
-            same_numpy += numpy_.keyword_candidates(claim, 10) == want
-            same_small += numpy_small.keyword_candidates(claim, 10) == want
-            same_pruned += pruned.keyword_candidates(claim, 10) == want
+            same_numpy += keyword_candidates(numpy_, claim, 10) == want
+            same_small += keyword_candidates(numpy_small, claim, 10) == want
+            same_pruned += keyword_candidates(pruned, claim, 10) == want
             # hybrid search asks for 100 keyword candidates
-            same_100 += numpy_small.keyword_candidates(claim, 100) == exact.keyword_candidates(
-                claim, 100
+            same_100 += keyword_candidates(numpy_small, claim, 100) == keyword_candidates(
+                exact, claim, 100
             )
     n = len(claims)
     assert (same_numpy, same_small, same_pruned, same_100) == (n, n, n, n)

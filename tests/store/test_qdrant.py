@@ -14,6 +14,7 @@ from qdrant_client import models
 from ragline.store import qdrant
 from ragline.store.base import DocumentWrite, StoreError
 from ragline.store.qdrant import SPARSE, QdrantStore, make_client
+from ragline.store.reads import keyword_search
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
@@ -59,13 +60,13 @@ def test_reopening_keeps_chunks_and_statistics(tmp_path: Path) -> None:
     store = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
     put(store, "a", ["gradient descent moves downhill", "attention"])
     store.optimize()
-    before = store.keyword_search("gradient", 5)
+    before = keyword_search(store, "gradient", 5)
     store.close()
     with pytest.raises(StoreError):
-        store.count_chunks()
+        store.info()
     again = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
-    assert again.count_chunks() == 2
-    assert [(h.chunk.id, h.keyword_score) for h in again.keyword_search("gradient", 5)] == [
+    assert again.info().chunks == 2
+    assert [(h.chunk.id, h.keyword_score) for h in keyword_search(again, "gradient", 5)] == [
         (h.chunk.id, h.keyword_score) for h in before
     ]
     again.close()
@@ -79,7 +80,7 @@ def test_sparse_scores_are_idf_times_stored_tf_weight(tmp_path: Path) -> None:
              ["gradient gradient descent", "descent only here", "nothing relevant"]]  # fmt: skip
     stats = bm25.FieldStats.of(terms)
     expected = bm25.field_score(["gradient"], terms[0], stats.df, stats.n, stats.avgdl)
-    hits = store.keyword_search("gradient", 5, boosts=None)
+    hits = keyword_search(store, "gradient", 5, boosts=None)
     # title and headings are the same for every chunk and never match "gradient"
     assert [h.chunk.id for h in hits] == ["t/a/0"]
     assert hits[0].keyword_score == pytest.approx(expected, rel=1e-5)
@@ -96,7 +97,7 @@ def test_interrupted_write_is_rolled_back_on_open(tmp_path: Path) -> None:
     (point,) = store._points([chunk("a", 0, "new text")], np.ones((1, DIM), np.float32), "w1", {})
     point.payload = {**(point.payload or {}), "write": "w1"}
     store._client.upsert(state.chunks, [point])
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.close()
     again = QdrantStore(tmp_path / "q", dimension=DIM, collection="kb")
     assert sorted(c.text for b, _ in again.iter_chunks() for c in b) == [
@@ -112,11 +113,11 @@ def test_local_folder_moved_away_fails_then_comes_back(tmp_path: Path) -> None:
     put(store, "a", ["gradient descent", "attention heads"])
     folder.rename(aside)
     with pytest.raises(StoreError, match="unavailable"):
-        store.count_chunks()
+        store.info()
     with pytest.raises(StoreError, match="unavailable"):
         put(store, "b", ["written into a folder that is gone"])
     aside.rename(folder)
-    assert store.count_chunks() == 2
+    assert store.info().chunks == 2
     assert [r.doc_id for r in store.documents()] == ["a"]
     store.close()
 
@@ -128,7 +129,7 @@ def test_local_folder_replaced_by_a_copy_is_reopened(tmp_path: Path) -> None:
     folder.rename(backup)
     shutil.copytree(backup, folder)
     put(store, "b", ["attention heads", "layer norm"])  # lands in the copy, not the backup
-    assert store.count_chunks() == 3
+    assert store.info().chunks == 3
     store.close()
     reopened = QdrantStore(folder, dimension=DIM, collection="kb")
     assert sorted(r.doc_id for r in reopened.documents()) == ["a", "b"]

@@ -378,8 +378,8 @@ def run_bench(
                     f"{rows:,} chunks: written in {build.write_seconds:.1f} s, optimized in "
                     f"{build.optimize_seconds:.1f} s"
                 )
-                info = getattr(store, "index_info", None)
-                vector_index = info().get("vector_index") if callable(info) else None
+                describe = store.abilities.describe
+                vector_index = describe().get("vector_index") if describe else None
                 fast = Retriever(store, fast_embedder, s)
                 full = Retriever(store, embedder, s)
                 only: dict[str, Latency] = {}

@@ -199,7 +199,7 @@ def open_eval_index(
             and manifest.get("key") == key
             and manifest.get("store") == where
             and manifest.get("complete") is True
-            and store.count_chunks({"tenant": tenant}) == manifest.get("chunks")
+            and store.info({"tenant": tenant}).chunks == manifest.get("chunks")
         ):
             return EvalIndex(
                 rag=rag,
@@ -219,7 +219,7 @@ def open_eval_index(
             for record in store.documents(tenant):
                 store.delete_document(record.doc_id)
         _ingest(rag, corpus, corpus_name, tenant, done, progress)
-        chunks = store.count_chunks({"tenant": tenant})
+        chunks = store.info({"tenant": tenant}).chunks
         _write_manifest(
             manifest_path,
             {

@@ -34,7 +34,7 @@ import numpy as np
 
 from ragline.embed.base import Embedder, EmbedderWrapper, ModelFingerprint, Vectors
 from ragline.ingest.records import content_hash, doc_id_for
-from ragline.store.base import DocumentWrite, Store
+from ragline.store.base import DocumentWrite, IndexStore
 from ragline.types import Chunk, DocumentRecord
 
 #: Chunks per synthetic document (``replace_documents`` writes whole documents).
@@ -286,7 +286,7 @@ class BuildStats:
 
 
 def build_index(
-    store: Store,
+    store: IndexStore,
     data: Synthetic,
     rows: int,
     batch_chunks: int,
@@ -295,7 +295,7 @@ def build_index(
 ) -> BuildStats:
     """Write the first ``rows`` rows through ``replace_documents`` in batches, then
     ``optimize()`` once, as an ingest of that many chunks would."""
-    store.set_fingerprint(fingerprint)
+    store.fingerprint(fingerprint)
     t0 = time.perf_counter()
     writes = 0
     for batch in document_writes(data, rows, batch_chunks, tenant):

@@ -57,12 +57,13 @@ from ragline.settings import Settings
 from ragline.store.base import (
     MALFORMED_CHUNKS,
     DocumentWrite,
+    IndexStore,
     ModelMismatchError,
-    Store,
     StoreError,
     check_model,
     chunk_problem,
 )
+from ragline.store.reads import document_vectors
 from ragline.store.retrying import call_with_retry
 from ragline.text.language import DEFAULT_LANGUAGE
 from ragline.types import Chunk, DocumentRecord, ParsedDocument
@@ -259,7 +260,7 @@ class Indexer:
 
     def __init__(
         self,
-        store: Store,
+        store: IndexStore,
         embedder: Embedder,
         settings: Settings,
         chunker: Chunker,
@@ -536,7 +537,7 @@ class Indexer:
 
         for rec in unchanged:
             self._count_chapter(report, rec.chapter, rec.chunk_count, rec.token_count)
-        report.index_chunks = self.store.count_chunks({"tenant": tenant})
+        report.index_chunks = self.store.info({"tenant": tenant}).chunks
         report.seconds = time.perf_counter() - started
         return report
 
@@ -544,7 +545,7 @@ class Indexer:
 
     def _choosing(self) -> bool:
         """Whether this run picks the model: ``choose`` given, and none recorded yet."""
-        return self.choose is not None and self._read(self.store.stored_fingerprint) is None
+        return self.choose is not None and self._read(self.store.fingerprint) is None
 
     def _read(self, fn: Callable[[], _T]) -> _T:
         """A read of the store, retried like a batch write (``RAGLINE_INGEST_STORE_
@@ -661,7 +662,7 @@ class Indexer:
         again in this run."""
         records = self._read(lambda: self.store.documents(tenant))
         expected = sum(r.chunk_count for r in records)
-        if self._read(lambda: self.store.count_chunks({"tenant": tenant})) == expected:
+        if self._read(lambda: self.store.info({"tenant": tenant}).chunks) == expected:
             return
         t0 = time.perf_counter()
         known = {r.doc_id for r in records}
@@ -757,7 +758,7 @@ class Indexer:
         doc_id = doc_id_for(tenant, source)
         old: dict[str, np.ndarray] = {}
         if source in indexed:
-            old = self._read(lambda: self.store.document_vectors(doc_id))
+            old = self._read(lambda: document_vectors(self.store, doc_id))
         record = DocumentRecord(
             doc_id=doc_id,
             tenant=tenant,

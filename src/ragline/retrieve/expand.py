@@ -14,7 +14,6 @@ graph store and through the same neighbour lookup on every other store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
 
 from ragline.types import Chunk, Hit
 
@@ -122,23 +121,10 @@ def _nearest_first(window: int) -> list[int]:
 # ------------------------------------------------------------- graph expansion
 
 
-@runtime_checkable
-class RelatedChunksReader(Protocol):
-    """Optional on a store: the chunks around each hit in one call (the graph
-    store walks NEXT_CHUNK and Chunk→Document←Chunk in one Cypher query)."""
-
-    def related_chunks(
-        self, ids: Sequence[str], window: int, same_section: bool, span: int
-    ) -> dict[str, list[Chunk]]:
-        """hit id → chunks of its document up to ``window`` positions away, and
-        (``same_section``) those of its section up to ``span`` positions away."""
-        ...
-
-
 def related_by_index(
     hits: Sequence[Hit], fetch: FetchChunks, *, window: int, same_section: bool, span: int
 ) -> dict[str, list[Chunk]]:
-    """:meth:`RelatedChunksReader.related_chunks` for any store, from its neighbour
+    """:attr:`StoreAbilities.related_chunks` for any store, from its neighbour
     lookup: one ``fetch`` per document of every position within reach of a hit."""
     reach = max(window, span if same_section else 0)
     wanted: dict[str, set[int]] = {}

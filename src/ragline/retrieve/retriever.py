@@ -18,14 +18,14 @@ import numpy as np
 from ragline.embed.base import Embedder, Vectors
 from ragline.fusion import rrf_scored, weighted_pairs
 from ragline.retrieve.expand import (
-    RelatedChunksReader,
     expand_graph,
     expand_neighbours,
     related_by_index,
 )
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.settings import Settings
-from ragline.store.base import MALFORMED_CHUNKS, Ranking, Store, chunk_problem
+from ragline.store.base import MALFORMED_CHUNKS, CandidateQuery, Ranking, Store, chunk_problem
+from ragline.store.reads import vectors_for
 from ragline.text.language import query_language
 from ragline.types import Filters, Fused, Hit, Scored, SearchResult
 
@@ -106,7 +106,7 @@ def with_cosines(ranked: list[Fused], store: Store, query_vector: Vectors) -> li
     missing = [f.id for f in ranked if f.vector_score is None]
     if not missing:
         return ranked
-    vectors = store.vectors_for(missing)
+    vectors = vectors_for(store, missing)
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     out = []
     for f in ranked:
@@ -248,26 +248,26 @@ class Retriever:
         # reranker or the cut keeps is needed (weighted hybrid: the store fuses)
         store = self.store
         head = None if threshold > 0 else (rerank_depth if rerank else top_k)
-        vector: Ranking = []
-        keyword: Ranking = []
-        if mode == "hybrid" and s.hybrid_merge_method == "weighted":
-            assert qvec is not None
-            w = (s.hybrid_vector_weight, s.hybrid_keyword_weight)
-            ranked, ms = store.weighted_candidates(qvec, query, depth, scope, s.boosts, w, head)
-            clock.overlapped(ms)
+        weighted = mode == "hybrid" and s.hybrid_merge_method == "weighted"
+        found = store.candidates(
+            CandidateQuery(
+                depth,
+                vector=None if mode == "bm25" else qvec,
+                text=None if mode == "vector" else query,
+                filters=scope,
+                boosts=s.boosts,
+                weights=(s.hybrid_vector_weight, s.hybrid_keyword_weight) if weighted else None,
+                limit=head,
+            )
+        )
+        if mode == "hybrid":
+            clock.overlapped(found.ms)
         else:
-            if mode == "hybrid":
-                assert qvec is not None
-                vector, keyword, ms = store.hybrid_candidates(qvec, query, depth, scope, s.boosts)
-                clock.overlapped({"vector": ms["vector"], "keyword": ms["keyword"]})
-            elif mode == "vector":
-                assert qvec is not None
-                vector = store.vector_candidates(qvec, depth, scope)
-                clock.lap("vector")
-            else:
-                keyword = store.keyword_candidates(query, depth, scope, s.boosts)
-                clock.lap("keyword")
-            ranked = fuse(vector, keyword, mode, s, head)
+            clock.lap(mode.replace("bm25", "keyword"))
+        if found.fused is not None:
+            ranked = found.fused
+        else:
+            ranked = fuse(found.vector, found.keyword, mode, s, head)
         if threshold > 0 and qvec is not None and mode != "vector":
             ranked = with_cosines(ranked, store, qvec)
         clock.lap("fusion" if mode == "hybrid" else "threshold")
@@ -283,8 +283,8 @@ class Retriever:
             clock.lap("rerank")
 
         hits = _with_ranks(hits[:top_k])
-        # the cheap test first: a runtime Protocol isinstance costs ≈ 0.1 ms a search
-        if (expand > 0 or section) and (section or isinstance(store, RelatedChunksReader)):
+        graph = store.abilities.related_chunks is not None
+        if (expand > 0 or section) and (section or graph):
             hits = self._expand_graph(hits, expand, section) if hits else hits
             clock.lap("expand")
         elif expand > 0 and hits:
@@ -309,8 +309,9 @@ class Retriever:
         the store's one-query lookup when it has one, else its neighbour lookup."""
         s = self.settings
         span = s.expand_section_span
-        if isinstance(self.store, RelatedChunksReader):
-            related = self.store.related_chunks([h.chunk.id for h in hits], window, section, span)
+        lookup = self.store.abilities.related_chunks
+        if lookup is not None:
+            related = lookup([h.chunk.id for h in hits], window, section, span)
         else:
             related = related_by_index(
                 hits,

@@ -242,7 +242,7 @@ class ServeState:
         try:
             rag.embedder.embed_query("warm up")
             check_model(rag.store, rag.embedder.fingerprint)
-            rag.store.count_chunks(None)
+            rag.store.info(None)
             _ = rag.answerer
             # The retriever (and its reranker) is built on the first search: do it
             # here, so concurrent first requests cannot each build (and load) one.

@@ -18,7 +18,7 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.errors import FaultError
 from ragline.fusion import weighted_pairs
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused
 
 
 class StoreError(FaultError):
@@ -185,12 +185,30 @@ MALFORMED_CHUNKS = MalformedChunks()
 def check_model(store: Store, configured: ModelFingerprint, *, record: bool = False) -> None:
     """Refuse to mix vectors of two models; with ``record``, an empty index adopts
     the configured model (first ingest)."""
-    stored = store.stored_fingerprint()
+    stored = store.fingerprint()
     if stored is None:
         if record:
-            store.set_fingerprint(configured)
+            store.fingerprint(configured)
     elif stored != configured:
         raise ModelMismatchError(stored, configured)
+
+
+def positions(indices: Sequence[int] | None) -> list[int] | None:
+    """The chunk positions of :meth:`Store.chunks_by_index`, sorted and unique;
+    None (every position) stays None."""
+    return None if indices is None else sorted({int(i) for i in indices})
+
+
+def record_or_read(
+    new: ModelFingerprint | None,
+    record: Callable[[ModelFingerprint], None],
+    read: Callable[[], ModelFingerprint | None],
+) -> ModelFingerprint | None:
+    """:meth:`Store.fingerprint` from a store's own write and read of it."""
+    if new is None:
+        return read()
+    record(new)
+    return new
 
 
 def takes_new_dimension(
@@ -270,6 +288,93 @@ def check_writes(items: Sequence[DocumentWrite], dimension: int) -> list[Vectors
 Ranking = list[tuple[str, float]]
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateQuery:
+    """One candidate search: the cosine side when ``vector`` is set, the BM25 side
+    when ``text`` is, both for hybrid. ``weights`` (vector, keyword) asks the store to
+    fuse the two by weighted min-max (:func:`~ragline.fusion.weighted_pairs`) and keep
+    the first ``limit`` (all when None)."""
+
+    k: int
+    vector: Vectors | None = None
+    text: str | None = None
+    filters: Filters | None = None
+    boosts: FieldBoosts | None = None
+    weights: tuple[float, float] | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What :meth:`Store.candidates` found: each side's (id, score) ranking, best
+    first (empty for a side not asked, and may be empty when the store fused them
+    itself), the fused list when weights were given, and the milliseconds of
+    ``vector``, ``keyword`` (and ``fusion``); the two searches' times may overlap
+    when the store runs them concurrently."""
+
+    vector: Ranking
+    keyword: Ranking
+    ms: dict[str, float]
+    fused: list[Fused] | None = None
+
+
+def candidates_in_turn(
+    vector_top: Callable[[Vectors, int, Filters | None], Ranking],
+    keyword_top: Callable[[str, int, Filters | None, FieldBoosts | None], Ranking],
+    query: CandidateQuery,
+) -> Candidates:
+    """:meth:`Store.candidates` from a store's cosine and BM25 top-k calls: the asked
+    searches one after the other, each timed, fused in Python by id when asked."""
+    ms: dict[str, float] = {}
+    vector: Ranking = []
+    keyword: Ranking = []
+    t0 = time.perf_counter()
+    if query.vector is not None:
+        vector = vector_top(query.vector, query.k, query.filters)
+        ms["vector"] = (time.perf_counter() - t0) * 1e3
+    t1 = time.perf_counter()
+    if query.text is not None:
+        keyword = keyword_top(query.text, query.k, query.filters, query.boosts)
+        ms["keyword"] = (time.perf_counter() - t1) * 1e3
+    if query.weights is None:
+        return Candidates(vector, keyword, ms)
+    t2 = time.perf_counter()
+    fused = weighted_pairs(vector, keyword, *query.weights, limit=query.limit)
+    ms["fusion"] = (time.perf_counter() - t2) * 1e3
+    return Candidates(vector, keyword, ms, fused)
+
+
+#: Graph expansion in one query: (hit ids, window, same section, section span) →
+#: hit id → chunks of its document up to ``window`` positions away, and (same
+#: section) those of its section up to ``span`` positions away.
+RelatedChunks = Callable[[Sequence[str], int, bool, int], dict[str, list[Chunk]]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAbilities:
+    """What a store does beyond the protocol, declared once when it is opened, so
+    callers read a field instead of probing the store's type on every call.
+
+    ``related_chunks``: graph expansion in one query (FalkorDB walks NEXT_CHUNK);
+    without it the retriever reads neighbours by position. ``warm_up``: build the
+    in-process search indexes now (servers, benchmarks), else the first search
+    does. ``describe``: how the index searches (kind, parameters, sizes), for
+    evaluation reports."""
+
+    related_chunks: RelatedChunks | None = None
+    warm_up: Callable[[], None] | None = None
+    describe: Callable[[], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """What :meth:`Store.info` reports: ``chunks`` stored (under the filters asked)
+    and the vector ``dimension`` of the index."""
+
+    chunks: int
+    dimension: int
+
+
 @runtime_checkable
 class Store(Protocol):
     """An index of chunks with their vectors, searchable by vector and by BM25.
@@ -277,9 +382,8 @@ class Store(Protocol):
     Search is two steps, so retrieval fuses and cuts on ids and scores and reads
     whole chunks only for the hits it returns:
 
-    1. candidates: :meth:`vector_candidates` (cosine) and :meth:`keyword_candidates`
-       (BM25, the scores of :mod:`ragline.text.bm25`), or both at once with
-       :meth:`hybrid_candidates`;
+    1. :meth:`candidates`: (chunk id, score) rankings by cosine and by BM25 (the
+       scores of :mod:`ragline.text.bm25`), one or both, optionally fused;
     2. rows: :meth:`chunks_with_vectors` for the ids that are kept.
 
     Filters are equality tests on chunk metadata (``tenant``, ``chapter``,
@@ -287,30 +391,28 @@ class Store(Protocol):
     applies them before its top-k (never post-filters), so top-k stays exact under
     a filter.
 
-    Writing a store: implement the calls below without a default; inherit
-    :class:`SearchDefaults` for :meth:`hybrid_candidates`, :meth:`weighted_candidates`,
-    :meth:`vector_search`, :meth:`keyword_search` and :meth:`vectors_for`, and
-    override any of them where the backend does better (LanceStore runs both
-    candidate searches on one snapshot and fuses them there by row position).
+    Writing a store (docs/stores.md): implement these eight calls and
+    :class:`StoreMaintenance`, and declare :class:`StoreAbilities`
+    (:func:`candidates_in_turn` builds :meth:`candidates` from a cosine and a BM25
+    top-k; LanceStore instead runs both on one snapshot and fuses them there by row
+    position). Conveniences (:func:`ragline.store.reads.vector_search`, stored
+    vectors by id or by document …) are functions over this protocol, not methods.
     ``tests/store/contract.py`` registers the store for the contract suite, which
     every store must pass unchanged.
     """
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
-        """The model the index was built with, or None for an empty index."""
-        ...
+    #: What the store does beyond these calls, fixed when it is opened.
+    abilities: StoreAbilities
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
-        """Record the model (first ingest, or after a reindex)."""
+    # -- write: what the indexer needs to sync a folder
+
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        """The model the index was built with (None for an empty index); with
+        ``new``, record that model first (first ingest, after a reindex)."""
         ...
 
     def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
         """Every ingested file (of one tenant, or all)."""
-        ...
-
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        """content_hash → vector of a document's stored chunks, so unchanged chunks
-        of a changed file are not embedded again."""
         ...
 
     def replace_documents(self, items: Sequence[DocumentWrite]) -> None:
@@ -329,83 +431,37 @@ class Store(Protocol):
         """Remove a document's chunks (vector and keyword side) and its record."""
         ...
 
-    # -- search, step 1: candidates by id and score
+    # -- read: what the retriever needs to answer a search
 
-    def vector_candidates(self, query: Vectors, k: int, filters: Filters | None = None) -> Ranking:
-        """Top-k (chunk id, cosine similarity) pairs, best first; exact or approximate
-        as the store documents, but the score is always the true cosine."""
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        """The cosine and/or BM25 candidates ``query`` asks for, each search timed;
+        fused by weighted min-max in the store when ``query.weights`` is set (a store
+        that keeps both indexes in one snapshot fuses there by row position; any other
+        calls :func:`candidates_in_turn`)."""
         ...
-
-    def keyword_candidates(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> Ranking:
-        """Top-k (chunk id, BM25 score) pairs over title, headings and text with field
-        boosts (a chunk scores its best boosted field), best first; positive scores only."""
-        ...
-
-    def hybrid_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> tuple[Ranking, Ranking, dict[str, float]]:
-        """Both candidate lists and each search's milliseconds (``vector``,
-        ``keyword``; they may overlap when the store runs them concurrently)."""
-        ...
-
-    def weighted_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-        weights: tuple[float, float] = (0.4, 0.6),
-        limit: int | None = None,
-    ) -> tuple[list[Fused], dict[str, float]]:
-        """:meth:`hybrid_candidates` fused by weighted min-max
-        (:func:`~ragline.fusion.weighted_pairs`, ``weights`` = vector,
-        keyword), the first ``limit`` only (all when None), with the milliseconds of
-        ``vector``, ``keyword`` and ``fusion``."""
-        ...
-
-    # -- search, step 2: rows of the hits that are returned
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         """id → (stored chunk, its stored vector) in one read; ids no longer stored
         are absent (a hit deleted since its search is dropped, never shown)."""
         ...
 
-    # -- whole-chunk conveniences (SearchDefaults builds them from the calls above)
-
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        """:meth:`vector_candidates` with their chunks; ``Hit.vector_score`` is the cosine."""
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        """A document's chunks at the given positions (neighbour expansion), or all
+        of them (None), in position order."""
         ...
 
-    def keyword_search(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
-        """:meth:`keyword_candidates` with their chunks; ``Hit.keyword_score`` is BM25."""
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        """How many chunks it holds (under ``filters``) and of which dimension."""
         ...
 
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors of the given chunk ids (unknown ids are absent)."""
-        ...
 
-    # -- reads for neighbours, maintenance and migration
+@runtime_checkable
+class StoreMaintenance(Protocol):
+    """What compaction, reindex, migration and shutdown need besides :class:`Store`
+    (kept apart so searching and syncing see only the eight calls above)."""
 
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        """A document's chunks at the given positions (neighbour expansion)."""
+    def optimize(self) -> None:
+        """Compact, refresh indexes: called once after a batch of writes."""
         ...
 
     def iter_chunks(self, batch_size: int = 1024) -> Iterator[tuple[list[Chunk], Vectors]]:
@@ -422,13 +478,13 @@ class Store(Protocol):
         index serves until the new one is complete. Returns the chunk count."""
         ...
 
-    def count_chunks(self, filters: Filters | None = None) -> int: ...
-
-    def optimize(self) -> None:
-        """Compact, refresh indexes: called once after a batch of writes."""
-        ...
-
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class IndexStore(Store, StoreMaintenance, Protocol):
+    """A store as :func:`ragline.store.factory.open_store` returns it: searchable,
+    syncable and maintainable (every backend implements both protocols)."""
 
 
 class ClosesOnExit:
@@ -442,78 +498,3 @@ class ClosesOnExit:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class SearchDefaults:
-    """The search calls a store gets from its candidate and row calls (mix in first).
-
-    A subclass implements ``vector_candidates``, ``keyword_candidates`` and
-    ``chunks_with_vectors``; everything here is built from them and may be
-    overridden where the backend does better.
-    """
-
-    def vector_candidates(self, query: Vectors, k: int, filters: Filters | None = None) -> Ranking:
-        raise NotImplementedError
-
-    def keyword_candidates(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> Ranking:
-        raise NotImplementedError
-
-    def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
-        raise NotImplementedError
-
-    def hybrid_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> tuple[Ranking, Ranking, dict[str, float]]:
-        """The two candidate searches one after the other, each timed."""
-        t0 = time.perf_counter()
-        vector = self.vector_candidates(query_vector, k, filters)
-        t1 = time.perf_counter()
-        keyword = self.keyword_candidates(query, k, filters, boosts)
-        t2 = time.perf_counter()
-        return vector, keyword, {"vector": (t1 - t0) * 1e3, "keyword": (t2 - t1) * 1e3}
-
-    def weighted_candidates(
-        self,
-        query_vector: Vectors,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-        weights: tuple[float, float] = (0.4, 0.6),
-        limit: int | None = None,
-    ) -> tuple[list[Fused], dict[str, float]]:
-        """The two candidate lists fused in Python by id."""
-        vector, keyword, ms = self.hybrid_candidates(query_vector, query, k, filters, boosts)
-        t0 = time.perf_counter()
-        fused = weighted_pairs(vector, keyword, *weights, limit=limit)
-        return fused, {**ms, "fusion": (time.perf_counter() - t0) * 1e3}
-
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        pairs = self.vector_candidates(query, k, filters)
-        rows = self.chunks_with_vectors([i for i, _ in pairs])
-        return [Hit(chunk=rows[i][0], score=s, vector_score=s) for i, s in pairs if i in rows]
-
-    def keyword_search(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
-        pairs = self.keyword_candidates(query, k, filters, boosts)
-        rows = self.chunks_with_vectors([i for i, _ in pairs])
-        return [Hit(chunk=rows[i][0], score=s, keyword_score=s) for i, s in pairs if i in rows]
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        return {i: v for i, (_, v) in self.chunks_with_vectors(ids).items()}

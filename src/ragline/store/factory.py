@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragline.settings import Settings
-from ragline.store.base import Store, StoreError
+from ragline.store.base import IndexStore, StoreError
 from ragline.store.url import StoreLocation, StoreUrlError, parse_store_url
 
 
@@ -21,7 +21,7 @@ def store_location(settings: Settings, url: str | None = None) -> StoreLocation:
         raise StoreError(str(exc)) from exc
 
 
-def open_store(location: StoreLocation, settings: Settings, dimension: int) -> Store:
+def open_store(location: StoreLocation, settings: Settings, dimension: int) -> IndexStore:
     """Open (creating if needed) the store at ``location`` with the settings' tuning."""
     if location.kind == "postgres":
         from ragline.store.postgres import PostgresStore
@@ -120,7 +120,7 @@ def missing_index(settings: Settings) -> Path | None:
     return None
 
 
-def make_store(settings: Settings, dimension: int) -> Store:
+def make_store(settings: Settings, dimension: int) -> IndexStore:
     """The store ``STORE_URL`` names; the embedded LanceDB index in
     ``settings.index_dir`` when it is empty (the default)."""
     return open_store(store_location(settings), settings, dimension)

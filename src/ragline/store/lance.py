@@ -67,18 +67,24 @@ from lancedb.query import FullTextOperator, MultiMatchQuery
 from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
-from ragline.fusion import weighted_positions
+from ragline.fusion import weighted_pairs, weighted_positions
 from ragline.store.arrow import arrow_to_chunks, arrow_vectors
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     metadata_json,
+    positions,
+    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.filter_sql import chunk_predicate
@@ -94,7 +100,7 @@ from ragline.store.lance_memory import LanceMirror, Snapshot
 from ragline.store.stages import PARALLEL_MIN_ROWS, STAGES
 from ragline.store.vector_index import IntArray
 from ragline.text.bm25 import query_counts
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Fused
 
 T = TypeVar("T")
 
@@ -458,7 +464,7 @@ async def _apply_vector_index(
     await table.create_index("vector", config=cast(Any, config), replace=True, name=VECTOR_INDEX)
 
 
-class LanceStore(SearchDefaults, ClosesOnExit):
+class LanceStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on an embedded LanceDB folder.
 
     ``dimension`` is the vector size for a new index; an existing index keeps
@@ -548,6 +554,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"{self.path}: cannot open the index: {exc}") from exc
+        self.abilities = StoreAbilities(warm_up=self.warm_up, describe=self.index_info)
 
     def _open_tables(self, dimension: int) -> None:
         """Open the tables, creating them (and their indexes) in a fresh index."""
@@ -628,12 +635,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             self._refresh()
             return self._meta.fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         """Record the model; an empty index simply takes the model's dimension."""
         with self._lock:
             table = self._table()
@@ -726,44 +736,21 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         records.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
         return records
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        table = self._table()
-        query = (
-            table.query()
-            .where(f"doc_id = {sql_literal(doc_id)}")
-            .select(["content_hash", "vector"])
-        )
-        rows = _run(query.to_arrow())
-        vecs = arrow_vectors(rows, self._dimension)
-        return dict(zip(rows.column("content_hash").to_pylist(), vecs, strict=True))
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors by id: the mirror's float32 rows when it keeps them (a
-        threshold asks this for every keyword-only candidate, and LanceDB's
-        ``id IN (…)`` scan costs milliseconds), else that scan."""
-        if not ids:
-            return {}
-        snap = self._mirrored()
-        if snap is not None and snap.vectors.matrix is not None:
-            at = self._positions(snap, ids)
-            return dict(zip(snap.ids[at].tolist(), snap.vectors.raw(at), strict=True))
-        table = self._table()
-        unique = list(dict.fromkeys(ids))
-        query = table.query().where(sql_in_list("id", unique)).select(["id", "vector"])
-        rows = _run(query.to_arrow())
-        vecs = arrow_vectors(rows, self._dimension)
-        return dict(zip(rows.column("id").to_pylist(), vecs, strict=True))
-
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         table = self._table()
-        pred = and_predicates(f"doc_id = {sql_literal(doc_id)}", sql_in_list("chunk_index", wanted))
+        pred = f"doc_id = {sql_literal(doc_id)}"
+        if wanted is not None:
+            pred = and_predicates(pred, sql_in_list("chunk_index", wanted))
         rows = _run(table.query().where(pred).select(list(CHUNK_COLUMNS)).to_arrow())
         return sorted(arrow_to_chunks(rows), key=lambda c: c.chunk_index)
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         pred = chunk_predicate(filters, "datafusion")
         return int(_run(self._table().count_rows(pred or None)))
 
@@ -785,40 +772,21 @@ class LanceStore(SearchDefaults, ClosesOnExit):
 
     # ----------------------------------------------------------------- search
 
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        q = self._check_query_vector(query)
-        snap = self._mirrored() if k > 0 else None
-        if snap is None:
-            search = self._vector_query(
-                q, k, chunk_predicate(filters, "datafusion"), [*CHUNK_COLUMNS, "_distance"]
-            )
-            rows = _rows(search)
-            chunks = {} if rows is None else {c.id: c for c in arrow_to_chunks(rows)}
-            pairs = _cosine_pairs(rows)
-        else:  # one snapshot for the ranking and the rows
-            pairs = self._mirror_vector(snap, q, k, chunk_predicate(filters, "datafusion"))
-            chunks = self._snapshot_chunks(snap, [i for i, _ in pairs])
-        return [Hit(chunk=chunks[i], score=s, vector_score=s) for i, s in pairs if i in chunks]
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        """Both sides on one snapshot of the mirror (weighted: fused there by row
+        position), or LanceDB's two queries concurrently; one side alone as asked."""
+        q = query
+        if q.vector is not None and q.text is not None:
+            if q.weights is not None:
+                fused, ms = self._weighted(
+                    q.vector, q.text, q.k, q.filters, q.boosts, q.weights, q.limit
+                )
+                return Candidates([], [], ms, fused)
+            vector, keyword, ms = self._hybrid(q.vector, q.text, q.k, q.filters, q.boosts)
+            return Candidates(vector, keyword, ms)
+        return candidates_in_turn(self._cosine_top, self._bm25_top, q)
 
-    def keyword_search(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[Hit]:
-        pred = chunk_predicate(filters, "datafusion")
-        snap = self._mirrored() if k > 0 else None
-        if snap is None:
-            rows = _rows(self._keyword_query(query, k, pred, boosts, [*CHUNK_COLUMNS, "_score"]))
-            chunks = {} if rows is None else {c.id: c for c in arrow_to_chunks(rows)}
-            pairs = _score_pairs(rows)
-        else:  # one snapshot for the ranking and the rows
-            pairs = self._mirror_keyword(snap, query, k, pred, boosts)
-            chunks = self._snapshot_chunks(snap, [i for i, _ in pairs])
-        return [Hit(chunk=chunks[i], score=s, keyword_score=s) for i, s in pairs if i in chunks]
-
-    def vector_candidates(
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         """Top-k (chunk id, cosine): exact, from the in-process mirror when it is on."""
@@ -829,7 +797,7 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             return _cosine_pairs(_rows(self._vector_query(q, k, pred, ["id", "_distance"])))
         return self._mirror_vector(mirrored, q, k, pred)
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,
@@ -844,15 +812,15 @@ class LanceStore(SearchDefaults, ClosesOnExit):
             return _score_pairs(_rows(search))
         return self._mirror_keyword(mirrored, query, k, pred, boosts)
 
-    def hybrid_candidates(
+    def _hybrid(
         self,
         query_vector: Vectors,
         query: str,
         k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
+        filters: Filters | None,
+        boosts: FieldBoosts | None,
     ) -> tuple[list[tuple[str, float]], list[tuple[str, float]], dict[str, float]]:
-        """:meth:`vector_candidates` and :meth:`keyword_candidates` in one call, with each
+        """:meth:`_cosine_top` and :meth:`_bm25_top` in one call, with each
         one's milliseconds (``vector``, ``keyword``). On the mirror they run one after
         the other (in-process, no I/O); on LanceDB's own queries concurrently on its
         loop in one hop, so their times overlap."""
@@ -882,18 +850,19 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         (vrows, vms), (krows, kms) = _run(both())
         return _cosine_pairs(vrows), _score_pairs(krows), {"vector": vms, "keyword": kms}
 
-    def weighted_candidates(
+    def _weighted(
         self,
         query_vector: Vectors,
         query: str,
         k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-        weights: tuple[float, float] = (0.4, 0.6),
-        limit: int | None = None,
+        filters: Filters | None,
+        boosts: FieldBoosts | None,
+        weights: tuple[float, float],
+        limit: int | None,
     ) -> tuple[list[Fused], dict[str, float]]:
         """On the mirror: both searches on one snapshot, fused on row positions in
-        numpy (:func:`weighted_positions`; ids only for the head); else the default.
+        numpy (:func:`weighted_positions`; ids only for the head); else :meth:`_hybrid`
+        fused by id.
         On a table of ``parallel_rows`` rows or more, the vector scan runs on a worker
         thread while this one runs BM25, unless another search is in flight
         (:mod:`ragline.store.stages`); each stage then reports its own time."""
@@ -902,7 +871,10 @@ class LanceStore(SearchDefaults, ClosesOnExit):
         t0 = time.perf_counter()  # a refresh of the mirror and the mask count as vector time
         snap = self._mirrored() if k > 0 else None
         if snap is None:
-            return super().weighted_candidates(q, query, k, filters, boosts, weights, limit)
+            vpairs, kpairs, ms = self._hybrid(q, query, k, filters, boosts)
+            t1 = time.perf_counter()
+            fused = weighted_pairs(vpairs, kpairs, *weights, limit=limit)
+            return fused, {**ms, "fusion": (time.perf_counter() - t1) * 1e3}
         assert self._mirror is not None
         allowed = self._mirror.mask(snap, pred)  # once, before the stages split
         t1 = time.perf_counter()

@@ -24,8 +24,9 @@ import numpy as np
 
 from ragline.embed.base import Vectors
 from ragline.settings import Settings
-from ragline.store.base import DocumentWrite, Store, StoreError
+from ragline.store.base import DocumentWrite, IndexStore, StoreError
 from ragline.store.factory import open_store, store_location
+from ragline.store.reads import keyword_search, vector_search
 from ragline.store.url import StoreLocation
 from ragline.types import Chunk, DocumentRecord, Filters, Hit
 
@@ -180,8 +181,8 @@ class _DocumentBuffer:
 
 
 def migrate_index(
-    source: Store,
-    target: Store,
+    source: IndexStore,
+    target: IndexStore,
     *,
     source_name: str = "source",
     target_name: str = "target",
@@ -197,13 +198,13 @@ def migrate_index(
     refused unless ``force``, which first deletes what the target holds."""
     started = time.perf_counter()
     report = MigrationReport(source_name, target_name)
-    fingerprint = source.stored_fingerprint()
+    fingerprint = source.fingerprint()
     records = {r.doc_id: r for r in source.documents(None)}
-    total = source.count_chunks(None)
+    total = source.info(None).chunks
     if fingerprint is None and not records and total == 0:
         raise StoreError(f"{source_name}: the index is empty, there is nothing to migrate")
     existing = target.documents(None)
-    held = target.count_chunks(None)
+    held = target.info(None).chunks
     if existing or held:
         if not force:
             raise TargetNotEmptyError(
@@ -212,10 +213,10 @@ def migrate_index(
             )
         for rec in existing:
             target.delete_document(rec.doc_id)
-        if target.count_chunks(None):
+        if target.info(None).chunks:
             raise StoreError(f"{target_name}: chunks without a document record remain")
     if fingerprint is not None:
-        target.set_fingerprint(fingerprint)
+        target.fingerprint(fingerprint)
 
     buffer = _DocumentBuffer(records)
     batch: list[DocumentWrite] = []
@@ -267,8 +268,8 @@ def migrate_index(
     _verify_counts(source, target, records, report)
     for chunk, vector in samples:
         scope: Filters = {"tenant": chunk.tenant}
-        a = source.vector_search(vector, k, scope)
-        b = target.vector_search(vector, k, scope)
+        a = vector_search(source, vector, k, scope)
+        b = vector_search(target, vector, k, scope)
         report.searches.append(
             SearchCheck(
                 "vector",
@@ -280,8 +281,8 @@ def migrate_index(
             )
         )
         query = probe_query(chunk)
-        a = source.keyword_search(query, k, scope)
-        b = target.keyword_search(query, k, scope)
+        a = keyword_search(source, query, k, scope)
+        b = keyword_search(target, query, k, scope)
         report.searches.append(
             SearchCheck(
                 "bm25",
@@ -302,33 +303,34 @@ def migrate_index(
     return report
 
 
-def target_dimension(store: Store) -> int:
-    """The vector size a store holds (its fingerprint's, else its ``dimension``)."""
-    fp = store.stored_fingerprint()
-    if fp is not None:
-        return fp.dimension
-    return int(getattr(store, "dimension", 0))
+def target_dimension(store: IndexStore) -> int:
+    """The vector size a store holds (its fingerprint's, else the one it was opened with)."""
+    fp = store.fingerprint()
+    return fp.dimension if fp is not None else store.info().dimension
 
 
 def _verify_counts(
-    source: Store, target: Store, records: dict[str, DocumentRecord], report: MigrationReport
+    source: IndexStore,
+    target: IndexStore,
+    records: dict[str, DocumentRecord],
+    report: MigrationReport,
 ) -> None:
     tenants = sorted({r.tenant for r in records.values()} | {r.tenant for r in target.documents()})
     for tenant in tenants:
         sd = sum(1 for r in records.values() if r.tenant == tenant)
         td = len(target.documents(tenant))
-        sc = source.count_chunks({"tenant": tenant})
-        tc = target.count_chunks({"tenant": tenant})
+        sc = source.info({"tenant": tenant}).chunks
+        tc = target.info({"tenant": tenant}).chunks
         report.tenants[tenant] = (sd, td, sc, tc)
         if (sd, sc) != (td, tc):
             report.problems.append(
                 f"tenant {tenant!r}: source has {sd} documents / {sc} chunks, target {td} / {tc}"
             )
-    if source.stored_fingerprint() != target.stored_fingerprint():
+    if source.fingerprint() != target.fingerprint():
         report.problems.append("the model fingerprints differ")
 
 
-def open_existing(location: StoreLocation, settings: Settings) -> Store:
+def open_existing(location: StoreLocation, settings: Settings) -> IndexStore:
     """Open the index at ``location`` with the dimension it was built with."""
     if location.kind == "lance":
         from ragline.store.lance import META_FILE, LanceStore
@@ -362,7 +364,7 @@ def migrate_to_url(
         raise StoreError(f"--to {target_loc.describe()} is the configured index itself")
     source = open_existing(source_loc, settings)
     try:
-        fp = source.stored_fingerprint()
+        fp = source.fingerprint()
         dimension = fp.dimension if fp else target_dimension(source)
         target = open_store(target_loc, settings, dimension)
         try:

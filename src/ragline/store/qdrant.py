@@ -66,14 +66,20 @@ from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     chunk_from_row,
     metadata_json,
+    positions,
+    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.filter_qdrant import chunk_filter, front_matter_payload
@@ -244,7 +250,7 @@ def make_client(
     return QdrantClient(path=str(path))
 
 
-class QdrantStore(SearchDefaults, ClosesOnExit):
+class QdrantStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on Qdrant (server, cluster or local mode).
 
     ``location``: a server URL or a local folder; ``collection``: name prefix of
@@ -301,6 +307,8 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"Qdrant {self.location} ({collection}): cannot open: {exc}") from exc
+
+        self.abilities = StoreAbilities(describe=self.index_info)
 
     # ----------------------------------------------------------------- plumbing
 
@@ -411,14 +419,17 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             return self._fresh().fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+            if takes_new_dimension(fingerprint, state.dimension, self._count):
                 self.rebuild(fingerprint, [])
                 return
             self._call(
@@ -630,42 +641,23 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
         dense = v.get(DENSE) if isinstance(v, dict) else v
         return np.asarray(dense, dtype=np.float32)
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        with self._lock:
-            flt = to_qdrant_filter({"doc_id": doc_id})
-            assert flt is not None
-            return {
-                str((p.payload or {})["content_hash"]): self._dense(p)
-                for p in self._chunk_points(flt, with_vectors=True)
-            }
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        if not ids:
-            return {}
-        with self._lock:
-            flt = models.Filter(
-                must=[models.FieldCondition(key="id", match=models.MatchAny(any=list(set(ids))))]
-            )
-            return {
-                str((p.payload or {})["id"]): self._dense(p)
-                for p in self._chunk_points(flt, with_vectors=True)
-            }
-
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         with self._lock:
-            flt = models.Filter(
-                must=[
-                    models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id)),
-                    models.FieldCondition(key="chunk_index", match=models.MatchAny(any=wanted)),
-                ]
-            )
+            must = [models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]
+            if wanted is not None:
+                at = models.MatchAny(any=wanted)
+                must.append(models.FieldCondition(key="chunk_index", match=at))
+            flt = models.Filter(must=must)
             chunks = [_payload_chunk(p.payload or {}) for p in self._chunk_points(flt)]
         return sorted(chunks, key=lambda c: c.chunk_index)
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         with self._lock:
             state = self._fresh()
             result = self._call(
@@ -688,7 +680,10 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
 
     # ------------------------------------------------------------------- search
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         if k <= 0:
@@ -717,7 +712,7 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
             )
         return [(str((p.payload or {})["id"]), float(p.score)) for p in result.points]
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,
@@ -857,7 +852,7 @@ class QdrantStore(SearchDefaults, ClosesOnExit):
         return {
             "location": self.location,
             "collection": state.chunks,
-            "rows": self.count_chunks(),
+            "rows": self._count(),
             "dimension": state.dimension,
             "payload_indexes": sorted((info.payload_schema or {}).keys()),
             "vector_search": "hnsw" if self.location.startswith(("http", "qdrant:")) else "exact",

@@ -33,7 +33,7 @@ async def readyz(state: StateDep) -> JSONResponse:
     ensure_warming(state)
     if state.ready:
         try:
-            await run_in_threadpool(state.rag.store.count_chunks, None)
+            await run_in_threadpool(state.rag.store.info, None)
         except Exception as exc:
             log.warning("readiness: the store does not answer: %s", exc)
             return JSONResponse(

@@ -55,12 +55,18 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
+    candidates_in_turn,
     check_vectors,
     check_writes,
+    positions,
+    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.chroma.bm25 import TermIndex
@@ -127,7 +133,7 @@ def _new_token() -> str:
     return uuid.uuid4().hex
 
 
-class ChromaStore(SearchDefaults, ClosesOnExit):
+class ChromaStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on ChromaDB (server or local folder).
 
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
@@ -188,6 +194,8 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"Chroma {self.location} ({collection}): cannot open: {exc}") from exc
+
+        self.abilities = StoreAbilities(describe=self.index_info)
 
     # ----------------------------------------------------------------- plumbing
 
@@ -276,14 +284,17 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             return self._fresh().fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+            if takes_new_dimension(fingerprint, state.dimension, self._count):
                 self.rebuild(fingerprint, [])
                 return
             self._call("recording the model", self._put_state, state.with_(fingerprint=fingerprint))
@@ -421,11 +432,6 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
             pair for batch in self._scan(col, where, with_vectors=with_vectors) for pair in batch
         ]
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        with self._lock:
-            pairs = self._get({"doc_id": doc_id}, with_vectors=True)
-        return {c.content_hash: np.asarray(v, dtype=np.float32) for c, v in pairs}
-
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         if not ids:
             return {}
@@ -433,15 +439,21 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
             pairs = self._get({"id": {"$in": sorted(set(ids))}}, with_vectors=True)
         return {c.id: (c, np.asarray(v, dtype=np.float32)) for c, v in pairs}
 
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         with self._lock:
-            pairs = self._get({"$and": [{"doc_id": doc_id}, {"chunk_index": {"$in": wanted}}]})
+            where: dict[str, Any] = {"doc_id": doc_id}
+            if wanted is not None:
+                where = {"$and": [where, {"chunk_index": {"$in": wanted}}]}
+            pairs = self._get(where)
         return sorted((c for c, _ in pairs), key=lambda c: c.chunk_index)
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         with self._lock:
             col = self._chunks(self._fresh().chunks)
             if not filters:
@@ -462,7 +474,10 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
 
     # ------------------------------------------------------------------- search
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         """Ids come from the record ids (``<write>:<chunk id>``): no metadata is read.
@@ -530,7 +545,7 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
             )
         return got
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,
@@ -587,7 +602,7 @@ class ChromaStore(SearchDefaults, ClosesOnExit):
         return {
             "location": self.location,
             "collection": state.chunks,
-            "rows": self.count_chunks(),
+            "rows": self._count(),
             "dimension": state.dimension,
             "terms": str(self.terms.path),
             "vector_search": "hnsw",

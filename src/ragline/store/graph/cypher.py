@@ -133,10 +133,10 @@ DOCUMENTS = f"MATCH (d:Document) /*WHERE*/ RETURN {DOCUMENT_RETURN} ORDER BY d.d
 COUNT = "MATCH (c:Chunk) /*WHERE*/ RETURN count(c)"
 CHUNKS_BY_ID_WITH_VECTOR = f"MATCH (c:Chunk) WHERE c.id IN $ids RETURN {CHUNK_RETURN}, c.embedding"
 CHUNKS_BY_INDEX = (
-    f"MATCH (c:Chunk) WHERE c.doc_id = $doc_id AND c.chunk_index IN $indices "
+    "MATCH (c:Chunk) WHERE c.doc_id = $doc_id "
+    "AND ($indices IS NULL OR c.chunk_index IN $indices) "
     f"RETURN {CHUNK_RETURN} ORDER BY c.chunk_index"
 )
-DOCUMENT_VECTORS = "MATCH (c:Chunk) WHERE c.doc_id = $doc_id RETURN c.content_hash, c.embedding"
 #: Keyset pagination by id (range index), so a full scan costs O(N) in all.
 CHUNKS_PAGE = (
     f"MATCH (c:Chunk) WHERE c.id > $after RETURN {CHUNK_RETURN}, c.embedding "

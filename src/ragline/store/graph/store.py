@@ -41,12 +41,18 @@ import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import (
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
+    candidates_in_turn,
     check_vectors,
     check_writes,
+    positions,
+    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
@@ -62,14 +68,14 @@ from ragline.store.graph.schema import (
     term_key,
 )
 from ragline.text import bm25
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters, Hit
+from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
 _WRITE_BATCH = 128
 _PAGE = 1000
 _MAX_QUERY_CHARS = 2000
 
 
-class GraphStore(SearchDefaults, ClosesOnExit):
+class GraphStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` on a FalkorDB server.
 
     ``url``: ``redis://host:port`` (or ``falkordb://``); ``graph``: the graph name
@@ -137,6 +143,10 @@ class GraphStore(SearchDefaults, ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"FalkorDB {self.url}: cannot open: {exc}") from exc
+
+        self.abilities = StoreAbilities(
+            related_chunks=self.related_chunks, describe=self.index_info
+        )
 
     # ----------------------------------------------------------------- plumbing
 
@@ -248,14 +258,17 @@ class GraphStore(SearchDefaults, ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             return self._fresh().fingerprint
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self.count_chunks):
+            if takes_new_dimension(fingerprint, state.dimension, self._count):
                 self.rebuild(fingerprint, [])
                 return
             new = GraphState(state.graph, state.number, state.dimension, fingerprint)
@@ -326,12 +339,6 @@ class GraphStore(SearchDefaults, ClosesOnExit):
         out.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
         return out
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        with self._lock:
-            self._fresh()
-            rows = self._query("reading vectors", cypher.DOCUMENT_VECTORS, {"doc_id": doc_id})
-        return {str(h): np.asarray(v, dtype=np.float32) for h, v in rows}
-
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         if not ids:
             return {}
@@ -346,20 +353,23 @@ class GraphStore(SearchDefaults, ClosesOnExit):
             out[c.id] = (c, np.asarray(row[-1], dtype=np.float32))
         return out
 
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
         with self._lock:
             self._fresh()
             rows = self._query(
                 "reading neighbours",
                 cypher.CHUNKS_BY_INDEX,
-                {"doc_id": doc_id, "indices": wanted},
+                {"doc_id": doc_id, "indices": wanted},  # None: all
             )
         return [row_chunk(r) for r in rows]
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         where, params = cypher.where_clause(filters)
         with self._lock:
             self._fresh()
@@ -413,19 +423,15 @@ class GraphStore(SearchDefaults, ClosesOnExit):
                 )
         return [(str(r[0]), float(r[1]), row_chunk(r[2:]) if rows else None) for r in found]
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         return [(cid, s) for cid, s, _ in self._vector(query, k, filters, rows=False)]
 
-    def vector_search(self, query: Vectors, k: int, filters: Filters | None = None) -> list[Hit]:
-        return [
-            Hit(chunk=c, score=s, vector_score=s)
-            for _, s, c in self._vector(query, k, filters, rows=True)
-            if c is not None
-        ]
-
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,
@@ -543,7 +549,7 @@ class GraphStore(SearchDefaults, ClosesOnExit):
         return {
             "location": self.url,
             "graph": state.graph,
-            "rows": self.count_chunks(),
+            "rows": self._count(),
             "dimension": state.dimension,
             "vector_search": "hnsw",
         }

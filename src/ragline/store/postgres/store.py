@@ -51,13 +51,19 @@ from ragline.retry import RetryPolicy
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    CandidateQuery,
+    Candidates,
     ClosesOnExit,
     DocumentWrite,
-    SearchDefaults,
+    StoreAbilities,
     StoreError,
+    StoreInfo,
+    candidates_in_turn,
     check_vectors,
     check_writes,
     chunk_from_row,
+    positions,
+    record_or_read,
 )
 from ragline.store.filter_sql import chunk_predicate
 from ragline.store.postgres import bm25 as pg_bm25
@@ -97,7 +103,7 @@ def _with_params(pred: str) -> str:
     return pred.replace("%", "%%")
 
 
-class PostgresStore(SearchDefaults, ClosesOnExit):
+class PostgresStore(ClosesOnExit):
     """The :class:`~ragline.store.base.Store` in a PostgreSQL database with pgvector.
 
     ``url`` is the primary (every write, and reads a write depends on);
@@ -189,9 +195,11 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         )
         self._db.attempt(lambda: self._migrate(), "applying schema migrations", connect=True)
         self._db.open()
-        fp = self.stored_fingerprint()
+        fp = self._stored_fingerprint()
         if fp is not None:
             self._dimension = fp.dimension
+
+        self.abilities = StoreAbilities()
 
     # ---------------------------------------------------------------- plumbing
 
@@ -210,7 +218,10 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
     def dimension(self) -> int:
         return self._dimension
 
-    def stored_fingerprint(self) -> ModelFingerprint | None:
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
         def read(conn: psycopg.Connection[Any]) -> Any:
             row = conn.execute(
                 "SELECT value FROM ragline_meta WHERE key = 'fingerprint'"
@@ -224,7 +235,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         self._dimension = fp.dimension
         return fp
 
-    def set_fingerprint(self, fingerprint: ModelFingerprint) -> None:
+    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         """Record the model; an empty index simply takes the model's dimension."""
 
         def write(conn: psycopg.Connection[Any]) -> None:
@@ -351,44 +362,26 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
         records.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
         return records
 
-    def document_vectors(self, doc_id: str) -> dict[str, Vectors]:
-        def read(conn: psycopg.Connection[Any]) -> dict[str, Vectors]:
-            cur = conn.execute(
-                "SELECT content_hash, embedding FROM ragline_chunks WHERE doc_id = %s", (doc_id,)
-            )
-            return {h: _as_array(v) for h, v in cur.fetchall()}
-
-        return self._run(read, f"reading vectors of document {doc_id!r}")
-
-    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
-        if not ids:
-            return {}
-        unique = list(dict.fromkeys(ids))
-
-        def read(conn: psycopg.Connection[Any]) -> dict[str, Vectors]:
-            cur = conn.execute(
-                "SELECT id, embedding FROM ragline_chunks WHERE id = ANY(%s)", (unique,)
-            )
-            return {i: _as_array(v) for i, v in cur.fetchall()}
-
-        return self._run(read, "reading chunk vectors", read=True)
-
-    def chunks_by_index(self, doc_id: str, indices: Sequence[int]) -> list[Chunk]:
-        wanted = sorted({int(i) for i in indices})
-        if not wanted:
+    def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
+        wanted = positions(indices)
+        if wanted == []:
             return []
 
         def read(conn: psycopg.Connection[Any]) -> list[Chunk]:
             cur = conn.execute(
                 f"SELECT {_CHUNK_SELECT} FROM ragline_chunks ch "
-                "WHERE ch.doc_id = %s AND ch.chunk_index = ANY(%s) ORDER BY ch.chunk_index",
-                (doc_id, wanted),
+                "WHERE ch.doc_id = %s AND (%s::int[] IS NULL OR ch.chunk_index = ANY(%s)) "
+                "ORDER BY ch.chunk_index",
+                (doc_id, wanted, wanted),
             )
             return [_row_to_chunk(r) for r in cur.fetchall()]
 
         return self._run(read, f"reading chunks of document {doc_id!r}", read=True)
 
-    def count_chunks(self, filters: Filters | None = None) -> int:
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def _count(self, filters: Filters | None = None) -> int:
         pred = chunk_predicate(filters, "postgres")
         where = f" WHERE {pred}" if pred else ""
 
@@ -419,7 +412,10 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
 
     # ----------------------------------------------------------------- search
 
-    def vector_candidates(
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+    def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         if k <= 0:
@@ -451,7 +447,7 @@ class PostgresStore(SearchDefaults, ClosesOnExit):
 
         return self._run(read, "vector search", read=True)
 
-    def keyword_candidates(
+    def _bm25_top(
         self,
         query: str,
         k: int,
