@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices, ValidationError
 
-from ragline.settings import Settings
+from ragline.settings import (
+    SECTIONS,
+    AnswerSettings,
+    IngestSettings,
+    RetrieveSettings,
+    Settings,
+)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -80,3 +86,31 @@ def test_e5_has_its_own_confidence_scale_unless_set(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("RAGLINE_EMBED_MODEL", "some/model")
     monkeypatch.delenv("RAGLINE_CONFIDENCE_HIGH")
     assert Settings().confidence_min == 0.40  # other models: MiniLM's until calibrated
+
+
+def test_the_sections_partition_the_settings() -> None:
+    """Every setting sits in exactly one section, no section is empty, and ``Settings``
+    holds the sections' fields and nothing else (a component typed with a section
+    sees all of its group)."""
+    owners: dict[str, list[str]] = {}
+    for section in SECTIONS:
+        assert section.model_fields, f"{section.__name__} has no settings"
+        assert issubclass(Settings, section)
+        for name in section.model_fields:
+            owners.setdefault(name, []).append(section.__name__)
+    assert {name: found for name, found in owners.items() if len(found) > 1} == {}
+    assert set(owners) == set(Settings.model_fields)
+    for section in SECTIONS:  # same field, same definition, in the section and in Settings
+        for name, field in section.model_fields.items():
+            assert repr(field) == repr(Settings.model_fields[name]), name
+
+
+def test_a_section_checks_its_own_fields() -> None:
+    """A section built alone validates like ``Settings`` (its cross-field checks move
+    with it), and a ``Settings`` is accepted wherever the section is."""
+    with pytest.raises(ValidationError, match="chunk_overlap_tokens must be smaller"):
+        IngestSettings(chunk_overlap_tokens=600)
+    with pytest.raises(ValidationError, match="generator 'openai' needs LLM_BASE_URL"):
+        AnswerSettings(generator="openai")
+    assert RetrieveSettings(boost_title=2.0).boosts.title == 2.0
+    assert isinstance(Settings(), AnswerSettings)

@@ -41,7 +41,7 @@ from ragline.answer.judging import ContextEvidence, ReaderJudge, judge_context
 from ragline.answer.reading import ReaderBars
 from ragline.retrieve.conversation import QueryRewriter, Rewrite
 from ragline.retrieve.multiquery import Expansion, QueryExpander, fuse_results
-from ragline.settings import Settings
+from ragline.settings import AnswerSettings, Settings
 from ragline.types import (
     Answer,
     Citation,
@@ -155,7 +155,7 @@ def unsupported_sentences(text: str, citations: list[Citation]) -> list[str]:
 READER_BARS = {"both": (0.040, 0.004), "reader": (0.095, 0.108)}
 
 
-def reader_judge(settings: Settings) -> ReaderJudge | None:
+def reader_judge(settings: AnswerSettings) -> ReaderJudge | None:
     """The reader as the settings configure it (``judge`` both or reader), else None."""
     if settings.judge == "evidence" or not settings.evidence_check:
         return None

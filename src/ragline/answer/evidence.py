@@ -58,7 +58,7 @@ from ragline.answer.evidence_checks import (
 from ragline.text.bm25 import tf_weight
 
 if TYPE_CHECKING:
-    from ragline.settings import Settings
+    from ragline.settings import AnswerSettings
 
 
 __all__ = [
@@ -405,7 +405,7 @@ SCORER = LogisticScorer(
 )
 
 
-def evidence_weights(settings: Settings) -> EvidenceWeights:
+def evidence_weights(settings: AnswerSettings) -> EvidenceWeights:
     """The evidence check as configured: the learned scorer and its thresholds, the
     hand-weighted score and its own, or (claims-learned) the learned scorer for
     statements and the weighted score for questions. The weighted thresholds stay

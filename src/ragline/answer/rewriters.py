@@ -11,7 +11,7 @@ from ragline.answer.generators.base import Generator
 from ragline.answer.generators.openai import parse_sse_data
 from ragline.retrieve.conversation import CarryOverRewriter, ChatRewriter, QueryRewriter
 from ragline.retrieve.multiquery import ChatExpander, QueryExpander
-from ragline.settings import Settings
+from ragline.settings import AnswerSettings
 
 #: A rewritten question is short; more tokens would only be a model rambling.
 REWRITE_MAX_TOKENS = 96
@@ -19,7 +19,7 @@ REWRITE_MAX_TOKENS = 96
 PHRASING_MAX_TOKENS = 64
 
 
-def make_rewriter(settings: Settings, generator: Generator) -> QueryRewriter | None:
+def make_rewriter(settings: AnswerSettings, generator: Generator) -> QueryRewriter | None:
     """None when rewriting is off; an LLM rewriter when the generator is an LLM."""
     if settings.query_rewrite == "off":
         return None
@@ -33,7 +33,7 @@ def make_rewriter(settings: Settings, generator: Generator) -> QueryRewriter | N
     return carry
 
 
-def make_expander(settings: Settings, generator: Generator) -> QueryExpander | None:
+def make_expander(settings: AnswerSettings, generator: Generator) -> QueryExpander | None:
     """An LLM expander when multi-query rewriting is on and the generator is an LLM."""
     if not settings.multi_query or generator.name not in ("openai", "local"):
         return None
@@ -47,7 +47,7 @@ def make_expander(settings: Settings, generator: Generator) -> QueryExpander | N
 
 
 def _openai_complete(
-    generator: Any, settings: Settings, max_tokens: int = REWRITE_MAX_TOKENS
+    generator: Any, settings: AnswerSettings, max_tokens: int = REWRITE_MAX_TOKENS
 ) -> Any:
     def complete(messages: list[dict[str, str]]) -> str:
         headers = {"Authorization": f"Bearer {generator.api_key}"} if generator.api_key else {}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragline.embed.base import Embedder
-from ragline.settings import Settings
+from ragline.settings import EmbedSettings
 
 
-def make_embedder(settings: Settings) -> Embedder:
+def make_embedder(settings: EmbedSettings) -> Embedder:
     """The embedder ``settings.embedder`` names, configured from the ``embed_*`` settings.
 
     For ``onnx``, a non-empty ``embed_model`` is the path of another ONNX encoder

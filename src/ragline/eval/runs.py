@@ -23,7 +23,7 @@ from ir_measures import RR, P, R, nDCG
 from ragline.embed.base import Embedder
 from ragline.retrieve.rerank import Reranker, make_reranker
 from ragline.retrieve.retriever import MAX_TOP_K, Retriever, SearchMode
-from ragline.settings import MergeMethod, RerankerName, Settings
+from ragline.settings import MergeMethod, RerankerName, RetrieveSettings, Settings
 from ragline.store.base import Store
 from ragline.types import Hit
 
@@ -68,7 +68,7 @@ def mode_search(mode: str) -> tuple[SearchMode, MergeMethod | None]:
     return table[mode]
 
 
-def default_mode(settings: Settings) -> str:
+def default_mode(settings: RetrieveSettings) -> str:
     """The eval mode that ``ragline search`` uses with these settings."""
     if not settings.hybrid_search_enabled:
         return "vector"
@@ -77,7 +77,7 @@ def default_mode(settings: Settings) -> str:
     ]
 
 
-def parse_modes(text: str | None, settings: Settings) -> list[str]:
+def parse_modes(text: str | None, settings: RetrieveSettings) -> list[str]:
     """``--modes a,b`` checked; by default every mode, ``rerank`` only when a model
     reranker (a cross-encoder or ragline's reader) is configured (the heuristic one
     can still be asked for)."""

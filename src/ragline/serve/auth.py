@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ragline.settings import Settings
+from ragline.settings import StoreSettings
 
 KEYS_FILE = "keys.sqlite3"
 KEY_PREFIX = "rl_"
@@ -72,7 +72,7 @@ def parse_key(key: str) -> str | None:
     return m.group(1) if m else None
 
 
-def keys_path(settings: Settings) -> Path:
+def keys_path(settings: StoreSettings) -> Path:
     return Path(settings.index_dir) / KEYS_FILE
 
 
@@ -82,8 +82,8 @@ class KeyStore:
     ``KeyStore(path)`` or ``KeyStore(settings)`` (then ``<index_dir>/keys.sqlite3``).
     """
 
-    def __init__(self, where: Path | str | Settings) -> None:
-        self.path = keys_path(where) if isinstance(where, Settings) else Path(where)
+    def __init__(self, where: Path | str | StoreSettings) -> None:
+        self.path = keys_path(where) if isinstance(where, StoreSettings) else Path(where)
         if self.path.is_dir():
             raise ValueError(f"{self.path} is a directory, not a key store file")
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from ragline.answer.answerer import SearchOptions
 from ragline.filter_input import request_filters
-from ragline.settings import Settings
+from ragline.settings import AnswerSettings, Settings
 from ragline.validation import check_range, clean_field
 
 
@@ -20,7 +20,9 @@ def clean_question(value: str, field: str, settings: Settings) -> str:
     )
 
 
-def clean_context(value: str | None, settings: Settings, field: str = "context") -> str | None:
+def clean_context(
+    value: str | None, settings: AnswerSettings, field: str = "context"
+) -> str | None:
     if value is None:
         return None
     text = clean_field(value, field, min_chars=0, max_chars=settings.max_selected_text_chars)

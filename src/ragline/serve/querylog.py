@@ -54,7 +54,7 @@ from ragline.serve.querylog_sqlite import (
     SqliteQueryLog,
     migrate_sqlite,
 )
-from ragline.settings import Settings
+from ragline.settings import ServeSettings, Settings
 
 __all__ = [
     "COLUMNS",
@@ -90,7 +90,7 @@ log = logging.getLogger(__name__)
 # --- choosing a store -------------------------------------------------------------------------
 
 
-def _open_postgres(url: str, settings: Settings) -> QueryLog:
+def _open_postgres(url: str, settings: ServeSettings) -> QueryLog:
     return PostgresQueryLog(
         url,
         timeout_s=settings.query_log_timeout_s,

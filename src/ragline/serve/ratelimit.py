@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ragline.settings import Settings
+from ragline.settings import ServeSettings
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class SqliteRateLimiter:
             self._conn.close()
 
 
-def make_rate_limiter(settings: Settings) -> RateLimiter:
+def make_rate_limiter(settings: ServeSettings) -> RateLimiter:
     """The limiter the settings ask for: none (limit 0), in memory, or a shared file.
 
     ``RATE_LIMIT_BACKEND`` is ``memory`` or the path of a SQLite file (a

@@ -10,12 +10,12 @@ import time
 from ragline import tracing
 from ragline.answer.context import CountTokens
 from ragline.serve.shapes import usage_of
-from ragline.settings import Settings
+from ragline.settings import ServeSettings
 from ragline.types import Answer
 
 
 def trace_answer(
-    settings: Settings,
+    settings: ServeSettings,
     endpoint: str,
     answer: Answer,
     *,

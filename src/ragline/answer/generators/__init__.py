@@ -15,7 +15,7 @@ from ragline.answer.generators.base import (
 from ragline.answer.generators.extractive import ExtractiveGenerator
 from ragline.answer.generators.local import LocalGenerator, LocalModelUnavailable, context_window
 from ragline.answer.generators.openai import OpenAIGenerator
-from ragline.settings import Settings
+from ragline.settings import AnswerSettings
 
 __all__ = [
     "Delta",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
+def make_generator(settings: AnswerSettings, embed: EmbedTexts) -> Generator:
     """The configured generator; ``embed`` feeds the extractive one's sentence choice."""
     if settings.generator == "openai":
         return OpenAIGenerator(
@@ -61,7 +61,7 @@ def make_generator(settings: Settings, embed: EmbedTexts) -> Generator:
     return extractive_generator(settings, embed)
 
 
-def extractive_generator(settings: Settings, embed: EmbedTexts) -> ExtractiveGenerator:
+def extractive_generator(settings: AnswerSettings, embed: EmbedTexts) -> ExtractiveGenerator:
     """The extractive generator as configured (evidence-led when the check is on): the
     default generator, and the stand-in when a language model fails."""
     evidence = evidence_weights(settings) if settings.evidence_check else None
