@@ -1,7 +1,7 @@
 """A LanceStore's searches: on its in-process mirror (:mod:`ragline.store.lance_memory`)
 when that is on and built, else as LanceDB's own vector and full-text queries.
 
-Functions of the store's state (:class:`LanceHandles`), which
+Functions of the store's state (:class:`_LanceHandles`), which
 :class:`~ragline.store.lance.LanceStore` calls; split from it so the store module
 keeps to table handles, writes and maintenance.
 """
@@ -51,7 +51,7 @@ _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 Pairs = list[tuple[str, float]]
 
 
-class LanceHandles(Protocol):
+class _LanceHandles(Protocol):
     """What the searches read of a LanceStore (its attributes, kept there so callers
     may tune ``parallel_rows`` and the like on a live store)."""
 
@@ -102,7 +102,7 @@ def score_pairs(rows: pa.Table | None) -> list[tuple[str, float]]:
     return [(i, float(s)) for i, s in zip(rows.column("id").to_pylist(), scores, strict=True)]
 
 
-def candidates(s: LanceHandles, query: CandidateQuery) -> Candidates:
+def candidates(s: _LanceHandles, query: CandidateQuery) -> Candidates:
     """Both sides on one snapshot of the mirror (weighted: fused there by row
     position), or LanceDB's two queries concurrently; one side alone as asked."""
     q = query
@@ -116,7 +116,7 @@ def candidates(s: LanceHandles, query: CandidateQuery) -> Candidates:
 
 
 def cosine_top(
-    s: LanceHandles, query: Vectors, k: int, filters: Filters | None = None
+    s: _LanceHandles, query: Vectors, k: int, filters: Filters | None = None
 ) -> list[tuple[str, float]]:
     """Top-k (chunk id, cosine): exact, from the in-process mirror when it is on."""
     q = check_query_vector(s, query)
@@ -128,7 +128,7 @@ def cosine_top(
 
 
 def bm25_top(
-    s: LanceHandles,
+    s: _LanceHandles,
     query: str,
     k: int,
     filters: Filters | None = None,
@@ -144,7 +144,7 @@ def bm25_top(
 
 
 def hybrid(
-    s: LanceHandles,
+    s: _LanceHandles,
     query_vector: Vectors,
     query: str,
     k: int,
@@ -183,7 +183,7 @@ def hybrid(
 
 
 def weighted(
-    s: LanceHandles,
+    s: _LanceHandles,
     query_vector: Vectors,
     query: str,
     k: int,
@@ -222,7 +222,7 @@ def weighted(
     return fused, {**ms, "fusion": (time.perf_counter() - t2) * 1e3}
 
 
-def mirror_snapshot(s: LanceHandles, *, wait: bool = False) -> Snapshot | None:
+def mirror_snapshot(s: _LanceHandles, *, wait: bool = False) -> Snapshot | None:
     """The mirror's snapshot of the table's latest version; None when the mirror
     is off or still being built (LanceDB's own queries answer meanwhile)."""
     if s._mirror is None:
@@ -237,7 +237,7 @@ def mirror_snapshot(s: LanceHandles, *, wait: bool = False) -> Snapshot | None:
         raise StoreError(f"{s.path}: cannot load the search indexes: {exc}") from exc
 
 
-def versions_dir(s: LanceHandles) -> Path:
+def versions_dir(s: _LanceHandles) -> Path:
     """The chunks table's ``_versions`` folder (joined once per table name)."""
     name, path = s._versions
     if name != s._chunks_name:
@@ -248,7 +248,7 @@ def versions_dir(s: LanceHandles) -> Path:
 
 
 def mirror_vector(
-    s: LanceHandles, snap: Snapshot, q: Vectors, k: int, pred: str
+    s: _LanceHandles, snap: Snapshot, q: Vectors, k: int, pred: str
 ) -> list[tuple[str, float]]:
     assert s._mirror is not None
     allowed = s._mirror.mask(snap, pred)
@@ -257,7 +257,7 @@ def mirror_vector(
 
 
 def mirror_keyword(
-    s: LanceHandles,
+    s: _LanceHandles,
     snap: Snapshot,
     query: str,
     k: int,
@@ -269,7 +269,7 @@ def mirror_keyword(
 
 
 def mirror_keyword_rows(
-    s: LanceHandles,
+    s: _LanceHandles,
     snap: Snapshot,
     query: str,
     k: int,
@@ -282,7 +282,7 @@ def mirror_keyword_rows(
 
 
 def keyword_top(
-    s: LanceHandles,
+    s: _LanceHandles,
     snap: Snapshot,
     query: str,
     k: int,
@@ -308,7 +308,7 @@ def keyword_top(
 # -- LanceDB's own queries
 
 
-def check_query_vector(s: LanceHandles, query: Vectors) -> Vectors:
+def check_query_vector(s: _LanceHandles, query: Vectors) -> Vectors:
     q = np.asarray(query, dtype=np.float32).reshape(-1)
     if q.shape[0] != s._dimension:
         raise StoreError(
@@ -319,7 +319,7 @@ def check_query_vector(s: LanceHandles, query: Vectors) -> Vectors:
     return q
 
 
-def vector_query(s: LanceHandles, q: Vectors, k: int, pred: str, columns: list[str]) -> Any:
+def vector_query(s: _LanceHandles, q: Vectors, k: int, pred: str, columns: list[str]) -> Any:
     """The LanceDB vector query (not run), or None when nothing can match."""
     if k <= 0:
         return None
@@ -343,7 +343,7 @@ def vector_query(s: LanceHandles, q: Vectors, k: int, pred: str, columns: list[s
 
 
 def keyword_query(
-    s: LanceHandles,
+    s: _LanceHandles,
     query: str,
     k: int,
     pred: str,
@@ -377,7 +377,7 @@ def keyword_query(
 # -- rows of the final hits
 
 
-def chunks_with_vectors(s: LanceHandles, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
+def chunks_with_vectors(s: _LanceHandles, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
     """Stored chunks with each chunk's stored vector, in the same read: on the
     mirror (:meth:`LanceMirror.chunk_rows`), else by LanceDB's ``id IN (…)`` scan."""
     snap = mirror_snapshot(s) if ids else None
