@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,27 +62,22 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.store import remote
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
-    CandidateQuery,
-    Candidates,
-    ClosesOnExit,
     DocumentWrite,
     StoreAbilities,
     StoreError,
-    StoreInfo,
-    candidates_in_turn,
-    check_vectors,
     check_writes,
     chunk_from_row,
     metadata_json,
     positions,
-    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.filter_qdrant import chunk_filter, front_matter_payload
 from ragline.store.filters import CHUNK_FILTER_FIELDS, DOCUMENT_FILTER_FIELDS, to_sql_predicate
+from ragline.store.remote import RemoteStore
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
@@ -203,11 +197,7 @@ class _StoreState:
 
     @classmethod
     def from_payload(cls, p: Mapping[str, Any]) -> _StoreState:
-        if p.get("format") != FORMAT_VERSION:
-            raise StoreError(
-                f"Qdrant store format {p.get('format')!r} is not supported "
-                f"(this ragline reads format {FORMAT_VERSION})"
-            )
+        remote.check_format("Qdrant", p.get("format"), FORMAT_VERSION)
         fp = p.get("fingerprint")
         return cls(
             chunks=str(p["chunks"]),
@@ -250,7 +240,7 @@ def make_client(
     return QdrantClient(path=str(path))
 
 
-class QdrantStore(ClosesOnExit):
+class QdrantStore(RemoteStore):
     """The :class:`~ragline.store.base.Store` on Qdrant (server, cluster or local mode).
 
     ``location``: a server URL or a local folder; ``collection``: name prefix of
@@ -270,21 +260,18 @@ class QdrantStore(ClosesOnExit):
         avgdl_tolerance: float = 0.0,
         hnsw_ef: int = 128,
     ) -> None:
-        if dimension < 1:
-            raise ValueError(f"dimension must be positive, got {dimension}")
-        if not collection or not collection.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"collection {collection!r}: use letters, digits, '_' and '-'")
+        remote.check_new_store(dimension, "collection", collection)
+        super().__init__()
         self.location = str(location)
+        self.label = f"Qdrant {self.location}"
         self.name = collection
         self.k1, self.b = bm25_k1, bm25_b
         self.avgdl_tolerance = avgdl_tolerance
         self.hnsw_ef = hnsw_ef
         self._meta = f"{collection}_meta"
-        self._lock = threading.RLock()
-        self._closed = False
         self._api_key, self._timeout_s = api_key, timeout_s
         self._folder = local_folder(location)
-        try:
+        with remote.opening(f"{self.label} ({collection})"):
             self._client = make_client(location, api_key, timeout_s)
             self._opened = _folder_id(self._folder) if self._folder is not None else None
             if not self._client.collection_exists(self._meta):
@@ -303,18 +290,10 @@ class QdrantStore(ClosesOnExit):
                 self._create_chunks(state.chunks, dimension)
                 self._put_state(state)
             self._recover()
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"Qdrant {self.location} ({collection}): cannot open: {exc}") from exc
 
         self.abilities = StoreAbilities(describe=self.index_info)
 
     # ----------------------------------------------------------------- plumbing
-
-    @property
-    def dimension(self) -> int:
-        return self._fresh().dimension
 
     def _check_open(self) -> None:
         if self._closed:
@@ -344,10 +323,13 @@ class QdrantStore(ClosesOnExit):
     def _fresh(self) -> _StoreState:
         """The store point as it is now (another process may have rebuilt)."""
         self._check_open()
-        try:
-            found = self._client.retrieve(self._meta, [_STORE_ID], with_payload=True)
-        except Exception as exc:
-            raise StoreError(f"Qdrant {self.location}: {exc}") from exc
+        found = self._call(
+            "reading the store point",
+            self._client.retrieve,
+            self._meta,
+            [_STORE_ID],
+            with_payload=True,
+        )
         if not found:
             raise StoreError(
                 f"Qdrant {self.location}: collection {self._meta} lost its store point"
@@ -383,14 +365,6 @@ class QdrantStore(ClosesOnExit):
         for key in _INT_INDEXES:
             client.create_payload_index(name, key, models.PayloadSchemaType.INTEGER)
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"Qdrant {self.location}: {what} failed: {exc}") from exc
-
     def _scroll(
         self,
         collection: str,
@@ -418,13 +392,6 @@ class QdrantStore(ClosesOnExit):
                 return
 
     # -------------------------------------------------------------- fingerprint
-
-    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
-        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
-
-    def _stored_fingerprint(self) -> ModelFingerprint | None:
-        with self._lock:
-            return self._fresh().fingerprint
 
     def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
@@ -459,10 +426,8 @@ class QdrantStore(ClosesOnExit):
         return points
 
     def _upsert(self, collection: str, points: list[models.PointStruct]) -> None:
-        for i in range(0, len(points), _UPSERT_BATCH):
-            self._call(
-                "upsert", self._client.upsert, collection, points[i : i + _UPSERT_BATCH], wait=True
-            )
+        for part in remote.batches(points, _UPSERT_BATCH):
+            self._call("upsert", self._client.upsert, collection, part, wait=True)
 
     def replace_documents(self, items: Sequence[DocumentWrite]) -> None:
         """Journal, upsert the new chunks, delete the old ones, write the records
@@ -654,9 +619,6 @@ class QdrantStore(ClosesOnExit):
             chunks = [_payload_chunk(p.payload or {}) for p in self._chunk_points(flt)]
         return sorted(chunks, key=lambda c: c.chunk_index)
 
-    def info(self, filters: Filters | None = None) -> StoreInfo:
-        return StoreInfo(self._count(filters), self.dimension)
-
     def _count(self, filters: Filters | None = None) -> int:
         with self._lock:
             state = self._fresh()
@@ -680,9 +642,6 @@ class QdrantStore(ClosesOnExit):
 
     # ------------------------------------------------------------------- search
 
-    def candidates(self, query: CandidateQuery) -> Candidates:
-        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
-
     def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
@@ -691,14 +650,7 @@ class QdrantStore(ClosesOnExit):
         flt = to_qdrant_filter(filters)
         with self._lock:
             state = self._fresh()
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            if q.shape[0] != state.dimension:
-                raise StoreError(
-                    f"query vector has dimension {q.shape[0]} but the index stores "
-                    f"{state.dimension}"
-                )
-            if not np.isfinite(q).all():
-                raise StoreError("query vector contains NaN or infinite values")
+            q = remote.query_vector(query, state.dimension)
             result = self._call(
                 "vector search",
                 self._client.query_points,
@@ -826,19 +778,14 @@ class QdrantStore(ClosesOnExit):
             name = f"{self.name}_chunks_{generation}"
             dimension = fingerprint.dimension
             self._call("creating a collection", self._create_chunks, name, dimension)
-            count = 0
-            try:
-                for chunks, vectors in batches:
-                    if not chunks:
-                        continue
-                    vecs = check_vectors(vectors, len(chunks), dimension, "chunks")
-                    points = self._points(chunks, vecs, f"rebuild-{generation}", old.avgdl)
-                    self._upsert(name, points)
-                    count += len(chunks)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    self._client.delete_collection(name)
-                raise
+            count = remote.fill(
+                batches,
+                dimension,
+                lambda chunks, vecs: self._upsert(
+                    name, self._points(chunks, vecs, f"rebuild-{generation}", old.avgdl)
+                ),
+                lambda: self._client.delete_collection(name),
+            )
             self._put_state(_StoreState(name, generation, dimension, fingerprint, old.avgdl))
             with contextlib.suppress(Exception):
                 self._client.delete_collection(old.chunks)
