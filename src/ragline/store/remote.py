@@ -185,3 +185,13 @@ class RemoteStore(StoreFront):
     def _stored_fingerprint(self) -> ModelFingerprint | None:
         with self._lock:
             return self._fresh().fingerprint
+
+    def close(self) -> None:
+        """Once: later calls fail with "closed" (``_fresh``), a second close does nothing."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
+
+    def _release(self) -> None:
+        """What the backend lets go of when the store closes (its client, files)."""

@@ -555,8 +555,5 @@ class ChromaStore(RemoteStore):
             "vector_search": "hnsw",
         }
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self.terms.close()
+    def _release(self) -> None:
+        self.terms.close()

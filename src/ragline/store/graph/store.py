@@ -521,12 +521,9 @@ class GraphStore(RemoteStore):
             "vector_search": "hnsw",
         }
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                with contextlib.suppress(Exception):
-                    self._redis.close()
+    def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._redis.close()
 
 
 def _read_only(query: str) -> bool:

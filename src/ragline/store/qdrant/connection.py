@@ -175,9 +175,6 @@ class QdrantConnection(RemoteStore):
             "vector_search": "hnsw" if self.location.startswith(("http", "qdrant:")) else "exact",
         }
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                with contextlib.suppress(Exception):
-                    self._client.close()
+    def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._client.close()
