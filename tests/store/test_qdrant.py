@@ -51,7 +51,7 @@ def test_collection_has_idf_sparse_vectors_and_payload_indexes(tmp_path: Path) -
     dense = info.config.params.vectors
     assert isinstance(dense, dict) and dense["dense"].distance == models.Distance.COSINE
     # local mode keeps no payload indexes (it scans); what a server gets asked for:
-    planned = set(qdrant._KEYWORD_INDEXES + qdrant._BOOL_INDEXES + qdrant._INT_INDEXES)
+    planned = set(qdrant.KEYWORD_INDEXES + qdrant.BOOL_INDEXES + qdrant.INT_INDEXES)
     assert {"tenant", "doc_id", "chapter", "has_code", "has_equations", "page"} <= planned
     client.close()
 

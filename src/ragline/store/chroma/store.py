@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -53,20 +52,14 @@ from typing import Any
 import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.store import remote
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
-    CandidateQuery,
-    Candidates,
-    ClosesOnExit,
     DocumentWrite,
     StoreAbilities,
     StoreError,
-    StoreInfo,
-    candidates_in_turn,
-    check_vectors,
     check_writes,
     positions,
-    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.chroma.bm25 import TermIndex
@@ -79,6 +72,7 @@ from ragline.store.chroma.client import (
 )
 from ragline.store.chroma.journal import Journal
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS, to_sql_predicate
+from ragline.store.remote import RemoteStore
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
@@ -111,11 +105,7 @@ class _State:
 
     @classmethod
     def from_metadata(cls, m: Mapping[str, Any]) -> _State:
-        if m.get("format") != FORMAT_VERSION:
-            raise StoreError(
-                f"Chroma store format {m.get('format')!r} is not supported "
-                f"(this ragline reads format {FORMAT_VERSION})"
-            )
+        remote.check_format("Chroma", m.get("format"), FORMAT_VERSION)
         fp = str(m.get("fingerprint") or "")
         return cls(
             chunks=str(m["chunks"]),
@@ -133,7 +123,7 @@ def _new_token() -> str:
     return uuid.uuid4().hex
 
 
-class ChromaStore(ClosesOnExit):
+class ChromaStore(RemoteStore):
     """The :class:`~ragline.store.base.Store` on ChromaDB (server or local folder).
 
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
@@ -155,11 +145,10 @@ class ChromaStore(ClosesOnExit):
         bm25_k1: float = bm25.K1,
         bm25_b: float = bm25.B,
     ) -> None:
-        if dimension < 1:
-            raise ValueError(f"dimension must be positive, got {dimension}")
-        if not collection or not collection.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"collection {collection!r}: use letters, digits, '_' and '-'")
+        remote.check_new_store(dimension, "collection", collection)
+        super().__init__()
         self.location = str(location)
+        self.label = f"Chroma {self.location}"
         self.name = collection
         self.hnsw_ef = hnsw_ef
         self.oversample = max(1, oversample)
@@ -168,10 +157,8 @@ class ChromaStore(ClosesOnExit):
             if self._server:
                 raise ValueError("a Chroma server store needs terms_path (its BM25 term index)")
             terms_path = Path(self.location) / f"ragline-bm25-{collection}.sqlite"
-        self._lock = threading.RLock()
-        self._closed = False
         self._collections: dict[str, Any] = {}
-        try:
+        with remote.opening(f"{self.label} ({collection})"):
             self._client = make_client(location)
             self._meta = self._client.get_or_create_collection(
                 f"{collection}_meta", embedding_function=None
@@ -190,26 +177,12 @@ class ChromaStore(ClosesOnExit):
                 # every write would skip the term index and the first read rescan it all.
                 self.terms.rebuild((), self._state.generation)
             self._recover()
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"Chroma {self.location} ({collection}): cannot open: {exc}") from exc
 
         self.abilities = StoreAbilities(describe=self.index_info)
 
     # ----------------------------------------------------------------- plumbing
 
-    @property
-    def dimension(self) -> int:
-        return self._fresh().dimension
-
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (StoreError, ValueError):
-            raise
-        except Exception as exc:
-            raise StoreError(f"Chroma {self.location}: {what} failed: {exc}") from exc
+    _passes = (StoreError, ValueError)  # a filter Chroma cannot read names its field
 
     def _fresh(self) -> _State:
         """The store record as it is now (another client may have written)."""
@@ -283,13 +256,6 @@ class ChromaStore(ClosesOnExit):
             offset += batch
 
     # -------------------------------------------------------------- fingerprint
-
-    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
-        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
-
-    def _stored_fingerprint(self) -> ModelFingerprint | None:
-        with self._lock:
-            return self._fresh().fingerprint
 
     def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
@@ -450,9 +416,6 @@ class ChromaStore(ClosesOnExit):
             pairs = self._get(where)
         return sorted((c for c, _ in pairs), key=lambda c: c.chunk_index)
 
-    def info(self, filters: Filters | None = None) -> StoreInfo:
-        return StoreInfo(self._count(filters), self.dimension)
-
     def _count(self, filters: Filters | None = None) -> int:
         with self._lock:
             col = self._chunks(self._fresh().chunks)
@@ -473,9 +436,6 @@ class ChromaStore(ClosesOnExit):
             yield chunks, vecs
 
     # ------------------------------------------------------------------- search
-
-    def candidates(self, query: CandidateQuery) -> Candidates:
-        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
 
     def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
@@ -526,14 +486,7 @@ class ChromaStore(ClosesOnExit):
         where = to_where(filters)
         with self._lock:
             state = self._fresh()
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            if q.shape[0] != state.dimension:
-                raise StoreError(
-                    f"query vector has dimension {q.shape[0]} but the index stores "
-                    f"{state.dimension}"
-                )
-            if not np.isfinite(q).all():
-                raise StoreError("query vector contains NaN or infinite values")
+            q = remote.query_vector(query, state.dimension)
             col = self._chunks(state.chunks)
             got: dict[str, Any] = self._call(
                 "vector search",
@@ -578,18 +531,12 @@ class ChromaStore(ClosesOnExit):
             name = f"{self.name}_chunks_{number}"
             dimension = fingerprint.dimension
             col = self._call("creating a collection", self._create_chunks, name)
-            count = 0
-            try:
-                for chunks, vectors in batches:
-                    if not chunks:
-                        continue
-                    vecs = check_vectors(vectors, len(chunks), dimension, "chunks")
-                    self._add(col, chunks, vecs, f"rebuild-{number}")
-                    count += len(chunks)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    self._client.delete_collection(name)
-                raise
+            count = remote.fill(
+                batches,
+                dimension,
+                lambda chunks, vecs: self._add(col, chunks, vecs, f"rebuild-{number}"),
+                lambda: self._client.delete_collection(name),
+            )
             new = _State(name, number, dimension, fingerprint, _new_token())
             self._call("swapping in the rebuilt collection", self._put_state, new)
             with contextlib.suppress(Exception):
@@ -608,8 +555,5 @@ class ChromaStore(ClosesOnExit):
             "vector_search": "hnsw",
         }
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self.terms.close()
+    def _release(self) -> None:
+        self.terms.close()

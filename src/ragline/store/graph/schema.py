@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ragline.embed.base import ModelFingerprint
-from ragline.store.base import CHUNK_COLUMNS, StoreError, chunk_from_row, metadata_json
+from ragline.store.base import CHUNK_COLUMNS, chunk_from_row, metadata_json
 from ragline.store.filters import CHUNK_METADATA_FILTERS
 from ragline.store.graph.filters import front_matter_properties
+from ragline.store.remote import check_format
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
@@ -117,11 +118,7 @@ class GraphState:
     @classmethod
     def from_json(cls, text: str | bytes) -> GraphState:
         d = json.loads(text)
-        if d.get("format") != FORMAT_VERSION:
-            raise StoreError(
-                f"graph store format {d.get('format')!r} is not supported "
-                f"(this ragline reads format {FORMAT_VERSION})"
-            )
+        check_format("graph", d.get("format"), FORMAT_VERSION)
         fp = d.get("fingerprint")
         return cls(
             graph=str(d["graph"]),

@@ -31,7 +31,6 @@ every statement lives. Why it is built the way it is:
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -40,19 +39,14 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.store import remote
 from ragline.store.base import (
-    CandidateQuery,
-    Candidates,
-    ClosesOnExit,
     DocumentWrite,
     StoreAbilities,
     StoreError,
-    StoreInfo,
-    candidates_in_turn,
     check_vectors,
     check_writes,
     positions,
-    record_or_read,
     takes_new_dimension,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
@@ -67,6 +61,7 @@ from ragline.store.graph.schema import (
     term_counts,
     term_key,
 )
+from ragline.store.remote import RemoteStore
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
@@ -75,7 +70,7 @@ _PAGE = 1000
 _MAX_QUERY_CHARS = 2000
 
 
-class GraphStore(ClosesOnExit):
+class GraphStore(RemoteStore):
     """The :class:`~ragline.store.base.Store` on a FalkorDB server.
 
     ``url``: ``redis://host:port`` (or ``falkordb://``); ``graph``: the graph name
@@ -99,12 +94,11 @@ class GraphStore(ClosesOnExit):
         bm25_k1: float = bm25.K1,
         bm25_b: float = bm25.B,
     ) -> None:
-        if dimension < 1:
-            raise ValueError(f"dimension must be positive, got {dimension}")
-        if not graph or not graph.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"graph {graph!r}: use letters, digits, '_' and '-'")
+        remote.check_new_store(dimension, "graph", graph)
+        super().__init__()
         parts = urlsplit(url if "://" in url else f"redis://{url}")
         self.url = f"falkordb://{parts.hostname}:{parts.port or 6379}/{graph}"
+        self.label = f"FalkorDB {self.url}"
         self.name = graph
         self.hnsw = (hnsw_m, hnsw_ef_construction, hnsw_ef)
         self.oversample = max(1, oversample)
@@ -112,9 +106,7 @@ class GraphStore(ClosesOnExit):
         self.loading_wait_s = loading_wait_s
         self.k1, self.b = bm25_k1, bm25_b
         self._key = f"ragline:{graph}:store"
-        self._lock = threading.RLock()
-        self._closed = False
-        try:
+        with remote.opening(self.label):
             from falkordb import FalkorDB
 
             self._db = FalkorDB(
@@ -139,10 +131,6 @@ class GraphStore(ClosesOnExit):
                 self._state = state
             else:
                 self._state = GraphState.from_json(raw)
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"FalkorDB {self.url}: cannot open: {exc}") from exc
 
         self.abilities = StoreAbilities(
             related_chunks=self.related_chunks, describe=self.index_info
@@ -150,11 +138,10 @@ class GraphStore(ClosesOnExit):
 
     # ----------------------------------------------------------------- plumbing
 
-    @property
-    def dimension(self) -> int:
-        return self._fresh().dimension
+    _passes = (StoreError, ValueError)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """The shared guarded call, retried while the server is busy loading."""
         import redis
 
         deadline = time.monotonic() + self.loading_wait_s
@@ -169,14 +156,14 @@ class GraphStore(ClosesOnExit):
                     ("BUSY", "LOADING", "EXECABORT")
                 )
                 if not busy:
-                    raise StoreError(f"FalkorDB {self.url}: {what} failed: {exc}") from exc
+                    raise StoreError(f"{self.label}: {what} failed: {exc}") from exc
                 if time.monotonic() > deadline:
-                    raise StoreError(f"FalkorDB {self.url}: still busy: {exc}") from exc
+                    raise StoreError(f"{self.label}: still busy: {exc}") from exc
                 time.sleep(0.1)
-            except (StoreError, ValueError):
+            except self._passes:
                 raise
             except Exception as exc:
-                raise StoreError(f"FalkorDB {self.url}: {what} failed: {exc}") from exc
+                raise StoreError(f"{self.label}: {what} failed: {exc}") from exc
 
     def _check_persistence(self) -> None:
         try:
@@ -258,13 +245,6 @@ class GraphStore(ClosesOnExit):
 
     # -------------------------------------------------------------- fingerprint
 
-    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
-        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
-
-    def _stored_fingerprint(self) -> ModelFingerprint | None:
-        with self._lock:
-            return self._fresh().fingerprint
-
     def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
         with self._lock:
             state = self._fresh()
@@ -295,8 +275,8 @@ class GraphStore(ClosesOnExit):
         statements: list[tuple[str, dict[str, Any]]] = []
         if rows:
             statements.append((cypher.DF_ADD, {"terms": term_counts(rows)}))
-            for start in range(0, len(rows), _WRITE_BATCH):
-                statements.append((cypher.CHUNKS_ADD, {"rows": rows[start : start + _WRITE_BATCH]}))
+            for part in remote.batches(rows, _WRITE_BATCH):
+                statements.append((cypher.CHUNKS_ADD, {"rows": list(part)}))
             statements.append((cypher.STATS_ADD, stats_delta(rows)))
         if records:
             docs = [document_props(r) for r in records]
@@ -366,9 +346,6 @@ class GraphStore(ClosesOnExit):
             )
         return [row_chunk(r) for r in rows]
 
-    def info(self, filters: Filters | None = None) -> StoreInfo:
-        return StoreInfo(self._count(filters), self.dimension)
-
     def _count(self, filters: Filters | None = None) -> int:
         where, params = cypher.where_clause(filters)
         with self._lock:
@@ -404,14 +381,7 @@ class GraphStore(ClosesOnExit):
         where, params = cypher.where_clause(filters)
         with self._lock:
             state = self._fresh()
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            if q.shape[0] != state.dimension:
-                raise StoreError(
-                    f"query vector has dimension {q.shape[0]} but the index stores "
-                    f"{state.dimension}"
-                )
-            if not np.isfinite(q).all():
-                raise StoreError("query vector contains NaN or infinite values")
+            q = remote.query_vector(query, state.dimension)
             extra = ", " + cypher.CHUNK_RETURN if rows else ""
             params.update(v=[float(x) for x in q], k=k, n=k * self.oversample if where else k)
             found = self._query(
@@ -422,9 +392,6 @@ class GraphStore(ClosesOnExit):
                     "vector search", cypher.fill(cypher.FALKOR_VECTOR_EXACT, where, extra), params
                 )
         return [(str(r[0]), float(r[1]), row_chunk(r[2:]) if rows else None) for r in found]
-
-    def candidates(self, query: CandidateQuery) -> Candidates:
-        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
 
     def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
@@ -554,12 +521,9 @@ class GraphStore(ClosesOnExit):
             "vector_search": "hnsw",
         }
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                with contextlib.suppress(Exception):
-                    self._redis.close()
+    def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._redis.close()
 
 
 def _read_only(query: str) -> bool:

@@ -51,25 +51,20 @@ from ragline.retry import RetryPolicy
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
-    CandidateQuery,
-    Candidates,
-    ClosesOnExit,
     DocumentWrite,
     StoreAbilities,
     StoreError,
-    StoreInfo,
-    candidates_in_turn,
     check_vectors,
     check_writes,
     chunk_from_row,
     positions,
-    record_or_read,
 )
 from ragline.store.filter_sql import chunk_predicate
 from ragline.store.postgres import bm25 as pg_bm25
 from ragline.store.postgres import writes
 from ragline.store.postgres.pool import Connections, redact_url
 from ragline.store.postgres.schema import apply_migrations, check_schema, hnsw_name
+from ragline.store.remote import StoreFront, query_vector
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
 
@@ -103,7 +98,7 @@ def _with_params(pred: str) -> str:
     return pred.replace("%", "%%")
 
 
-class PostgresStore(ClosesOnExit):
+class PostgresStore(StoreFront):
     """The :class:`~ragline.store.base.Store` in a PostgreSQL database with pgvector.
 
     ``url`` is the primary (every write, and reads a write depends on);
@@ -217,9 +212,6 @@ class PostgresStore(ClosesOnExit):
     @property
     def dimension(self) -> int:
         return self._dimension
-
-    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
-        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
 
     def _stored_fingerprint(self) -> ModelFingerprint | None:
         def read(conn: psycopg.Connection[Any]) -> Any:
@@ -378,9 +370,6 @@ class PostgresStore(ClosesOnExit):
 
         return self._run(read, f"reading chunks of document {doc_id!r}", read=True)
 
-    def info(self, filters: Filters | None = None) -> StoreInfo:
-        return StoreInfo(self._count(filters), self.dimension)
-
     def _count(self, filters: Filters | None = None) -> int:
         pred = chunk_predicate(filters, "postgres")
         where = f" WHERE {pred}" if pred else ""
@@ -412,20 +401,13 @@ class PostgresStore(ClosesOnExit):
 
     # ----------------------------------------------------------------- search
 
-    def candidates(self, query: CandidateQuery) -> Candidates:
-        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
-
     def _cosine_top(
         self, query: Vectors, k: int, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         if k <= 0:
             return []
         dim = self._dimension
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        if q.shape[0] != dim:
-            raise StoreError(f"query vector has dimension {q.shape[0]} but the index stores {dim}")
-        if not np.isfinite(q).all():
-            raise StoreError("query vector contains NaN or infinite values")
+        q = query_vector(query, dim)
         pred = _with_params(chunk_predicate(filters, "postgres"))
         extra = f" AND {pred}" if pred else ""
         sql = (

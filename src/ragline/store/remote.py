@@ -1,0 +1,197 @@
+"""Plumbing the server-backed stores (Qdrant, Chroma, FalkorDB) share.
+
+Each of them keeps a small *state* record on the server (live collection or
+graph, dimension, model fingerprint), rereads it under a lock before every
+call (``_fresh()``: another process may have written or rebuilt), and turns any
+client error into a :class:`StoreError` that names the store and what failed,
+never a password or key (the label holds the location only). Those parts, and
+the public methods that are the same on all of them, live here once; the
+backends keep what is their own: the state record, writes and search.
+Imports no backend (the contract "store backends are independent").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from ragline.embed.base import ModelFingerprint, Vectors
+from ragline.store.base import (
+    CandidateQuery,
+    Candidates,
+    ClosesOnExit,
+    Ranking,
+    StoreError,
+    StoreInfo,
+    candidates_in_turn,
+    check_vectors,
+    record_or_read,
+)
+from ragline.types import Chunk, FieldBoosts, Filters
+
+T = TypeVar("T")
+
+
+class _State(Protocol):
+    """What the shared methods read from a backend's state record."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> ModelFingerprint | None: ...
+
+
+def check_new_store(dimension: int, kind: str, name: str) -> None:
+    """ValueError for a store that could not be created: a dimension below one, or a
+    collection/graph name other than letters, digits, ``_`` and ``-``."""
+    if dimension < 1:
+        raise ValueError(f"dimension must be positive, got {dimension}")
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"{kind} {name!r}: use letters, digits, '_' and '-'")
+
+
+@contextlib.contextmanager
+def opening(label: str) -> Iterator[None]:
+    """Any failure while a store opens, as ``StoreError("<label>: cannot open: …")``
+    (a StoreError raised inside passes as it is)."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"{label}: cannot open: {exc}") from exc
+
+
+def guarded(
+    label: str,
+    what: str,
+    fn: Callable[..., T],
+    *args: Any,
+    passes: tuple[type[BaseException], ...] = (StoreError,),
+    **kwargs: Any,
+) -> T:
+    """``fn(*args, **kwargs)``; a client error becomes ``StoreError("<label>: <what>
+    failed: …")``; the ``passes`` errors (a bad filter's ValueError) go through."""
+    try:
+        return fn(*args, **kwargs)
+    except passes:
+        raise
+    except Exception as exc:
+        raise StoreError(f"{label}: {what} failed: {exc}") from exc
+
+
+def query_vector(query: Vectors, dimension: int) -> np.ndarray:
+    """The query as a flat float32 vector, or StoreError for a wrong size or NaN."""
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    if q.shape[0] != dimension:
+        raise StoreError(
+            f"query vector has dimension {q.shape[0]} but the index stores {dimension}"
+        )
+    if not np.isfinite(q).all():
+        raise StoreError("query vector contains NaN or infinite values")
+    return q
+
+
+def check_format(kind: str, found: object, supported: int) -> None:
+    """StoreError for a state record written in a format this ragline cannot read."""
+    if found != supported:
+        raise StoreError(
+            f"{kind} store format {found!r} is not supported "
+            f"(this ragline reads format {supported})"
+        )
+
+
+def fill(
+    batches: Iterable[tuple[list[Chunk], Vectors]],
+    dimension: int,
+    write: Callable[[list[Chunk], Vectors], object],
+    discard: Callable[[], object],
+) -> int:
+    """A rebuild's copy: every non-empty batch (vectors checked) through ``write``;
+    on any failure, ``discard()`` the half-filled target and raise. Chunks written."""
+    count = 0
+    try:
+        for chunks, vectors in batches:
+            if not chunks:
+                continue
+            write(chunks, check_vectors(vectors, len(chunks), dimension, "chunks"))
+            count += len(chunks)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            discard()
+        raise
+    return count
+
+
+def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most ``size`` (one request each)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class StoreFront(ClosesOnExit):
+    """The public methods that only delegate, alike on every server-backed store
+    (PostgreSQL included); a subclass supplies what they delegate to."""
+
+    _stored_fingerprint: Callable[[], ModelFingerprint | None]
+    _record_fingerprint: Callable[[ModelFingerprint], None]
+    _count: Callable[[Filters | None], int]
+    _cosine_top: Callable[[Vectors, int, Filters | None], Ranking]
+    _bm25_top: Callable[[str, int, Filters | None, FieldBoosts | None], Ranking]
+
+    @property
+    def dimension(self) -> int:
+        raise NotImplementedError
+
+    def fingerprint(self, new: ModelFingerprint | None = None) -> ModelFingerprint | None:
+        return record_or_read(new, self._record_fingerprint, self._stored_fingerprint)
+
+    def info(self, filters: Filters | None = None) -> StoreInfo:
+        return StoreInfo(self._count(filters), self.dimension)
+
+    def candidates(self, query: CandidateQuery) -> Candidates:
+        return candidates_in_turn(self._cosine_top, self._bm25_top, query)
+
+
+class RemoteStore(StoreFront):
+    """A store whose state record lives on the server (Qdrant, Chroma, FalkorDB).
+
+    A subclass sets ``label`` (``"<Server> <location>"``, no secret in it) and
+    supplies ``_fresh`` (its state record, reread under ``_lock``).
+    """
+
+    label: str
+    #: Errors ``_call`` lets through unchanged.
+    _passes: tuple[type[BaseException], ...] = (StoreError,)
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return guarded(self.label, what, fn, *args, passes=self._passes, **kwargs)
+
+    _fresh: Callable[[], _State]
+
+    @property
+    def dimension(self) -> int:
+        return self._fresh().dimension
+
+    def _stored_fingerprint(self) -> ModelFingerprint | None:
+        with self._lock:
+            return self._fresh().fingerprint
+
+    def close(self) -> None:
+        """Once: later calls fail with "closed" (``_fresh``), a second close does nothing."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
+
+    def _release(self) -> None:
+        """What the backend lets go of when the store closes (its client, files)."""
