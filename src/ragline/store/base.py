@@ -355,12 +355,16 @@ class StoreAbilities:
     """What a store does beyond the protocol, declared once when it is opened, so
     callers read a field instead of probing the store's type on every call.
 
-    ``related_chunks``: graph expansion in one query (FalkorDB walks NEXT_CHUNK);
+    ``vectors``: stored vectors by id without reading their chunks, where that is
+    cheaper than :meth:`Store.chunks_with_vectors` (a relevance threshold reads the
+    vectors of every keyword-only candidate). ``related_chunks``: graph expansion in
+    one query (FalkorDB walks NEXT_CHUNK);
     without it the retriever reads neighbours by position. ``warm_up``: build the
     in-process search indexes now (servers, benchmarks), else the first search
     does. ``describe``: how the index searches (kind, parameters, sizes), for
     evaluation reports."""
 
+    vectors: Callable[[Sequence[str]], dict[str, Vectors]] | None = None
     related_chunks: RelatedChunks | None = None
     warm_up: Callable[[], None] | None = None
     describe: Callable[[], dict[str, Any]] | None = None

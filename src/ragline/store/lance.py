@@ -230,7 +230,9 @@ class LanceStore(ClosesOnExit):
             raise
         except Exception as exc:
             raise StoreError(f"{self.path}: cannot open the index: {exc}") from exc
-        self.abilities = StoreAbilities(warm_up=self.warm_up, describe=self.index_info)
+        self.abilities = StoreAbilities(
+            vectors=self.vectors_for, warm_up=self.warm_up, describe=self.index_info
+        )
 
     def _open_tables(self, dimension: int) -> None:
         """Open the tables, creating them (and their indexes) in a fresh index."""
@@ -458,6 +460,10 @@ class LanceStore(ClosesOnExit):
         """Stored chunks with each chunk's stored vector, in the same read: on the
         mirror, else by LanceDB's ``id IN (…)`` scan."""
         return search.chunks_with_vectors(self, ids)
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        """Stored vectors by id without their chunks (``abilities.vectors``)."""
+        return search.vectors_for(self, ids)
 
     # -- in-process mirror
 

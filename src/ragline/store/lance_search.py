@@ -396,6 +396,24 @@ def chunks_with_vectors(s: _LanceHandles, ids: Sequence[str]) -> dict[str, tuple
     return {c.id: (c, v) for c, v in zip(arrow_to_chunks(rows), vecs, strict=True)}
 
 
+def vectors_for(s: _LanceHandles, ids: Sequence[str]) -> dict[str, Vectors]:
+    """Stored vectors by id, without their chunks: the mirror's float32 rows when it
+    keeps them (a relevance threshold asks this for every keyword-only candidate,
+    and reading whole rows made that search 1.5x slower), else LanceDB's
+    ``id IN (…)`` scan of the vector column."""
+    if not ids:
+        return {}
+    snap = mirror_snapshot(s)
+    if snap is not None and snap.vectors.matrix is not None:
+        at = positions_of(snap, ids)
+        return dict(zip(snap.ids[at].tolist(), snap.vectors.raw(at), strict=True))
+    unique = list(dict.fromkeys(ids))
+    query = s._table().query().where(sql_in_list("id", unique)).select(["id", "vector"])
+    rows = run(query.to_arrow())
+    vecs = arrow_vectors(rows, s._dimension)
+    return dict(zip(rows.column("id").to_pylist(), vecs, strict=True))
+
+
 def positions_of(snap: Snapshot, ids: Sequence[str]) -> IntArray:
     """Positions in ``snap`` of the distinct ``ids`` it has, in first-seen order."""
     where = snap.position

@@ -70,7 +70,11 @@ def keyword_search(
 
 
 def vectors_for(store: Store, ids: Sequence[str]) -> dict[str, Vectors]:
-    """Stored vectors of the given chunk ids (unknown ids are absent)."""
+    """Stored vectors of the given chunk ids (unknown ids are absent): the store's
+    own vector read where it declares one, else its rows' vectors."""
+    read = store.abilities.vectors
+    if read is not None:
+        return read(ids)
     return {i: v for i, (_, v) in store.chunks_with_vectors(ids).items()}
 
 

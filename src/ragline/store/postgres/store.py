@@ -194,7 +194,7 @@ class PostgresStore(StoreFront):
         if fp is not None:
             self._dimension = fp.dimension
 
-        self.abilities = StoreAbilities()
+        self.abilities = StoreAbilities(vectors=self.vectors_for)
 
     # ---------------------------------------------------------------- plumbing
 
@@ -474,6 +474,20 @@ class PostgresStore(StoreFront):
                 )
 
         return self._run(read, "keyword search", read=True)
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vectors]:
+        """Stored vectors by id without their chunks (``abilities.vectors``)."""
+        if not ids:
+            return {}
+        unique = list(dict.fromkeys(ids))
+
+        def read(conn: psycopg.Connection[Any]) -> dict[str, Vectors]:
+            cur = conn.execute(
+                "SELECT id, embedding FROM ragline_chunks WHERE id = ANY(%s)", (unique,)
+            )
+            return {i: _as_array(v) for i, v in cur.fetchall()}
+
+        return self._run(read, "reading chunk vectors", read=True)
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         if not ids:
