@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from ragline.answer.answerer import Answerer, HistoryInput, SearchFn, SearchOptions
     from ragline.answer.generators import Generator
     from ragline.ingest.chunk import Chunker
+    from ragline.ingest.progress import ProgressCallback
     from ragline.ingest.report import IngestReport
-    from ragline.ingest.sync import ProgressCallback
 
 #: Column types for filters typed on a command line (everything else is a string).
 BOOL_FIELDS = frozenset({"has_code", "has_equations"})

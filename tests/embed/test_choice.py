@@ -198,7 +198,8 @@ def test_web_pages_are_sampled_too(tmp_path: Path) -> None:
     from ragline.embed.tokenizer import TokenCounter
     from ragline.engine import make_chunker
     from ragline.ingest.parse import parse_file
-    from ragline.ingest.sync import Indexer, SourcedDocument
+    from ragline.ingest.plan import SourcedDocument
+    from ragline.ingest.sync import Indexer
     from ragline.store.factory import make_store
 
     settings = Settings(index_dir=tmp_path / "index")

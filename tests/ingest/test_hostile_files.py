@@ -107,16 +107,16 @@ def test_failed_file_is_not_parsed_again_until_it_changes(
     first = rag.ingest(corpus)
     assert [f.path for f in first.failed] == ["bomb.md"]
 
-    import ragline.ingest.sync as sync
+    import ragline.ingest.prepare as prepare
 
     parsed: list[str] = []
-    real = sync.parse_file
+    real = prepare.parse_file
 
     def counting(path: Path, *args: object, **kwargs: object) -> object:
         parsed.append(path.name)
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sync, "parse_file", counting)
+    monkeypatch.setattr(prepare, "parse_file", counting)
     again = rag.ingest(corpus)
     assert parsed == [] and [f.path for f in again.failed] == ["bomb.md"]
     assert again.failed[0].reason == first.failed[0].reason

@@ -13,7 +13,7 @@ from reportlab.pdfgen import canvas
 
 from ragline.ingest.parse import IngestError, OcrOptions, parse_file
 from ragline.ingest.parse.ocr import Ocr, render_scale_cap
-from ragline.ingest.sync import ocr_options
+from ragline.ingest.prepare import ocr_options
 from ragline.settings import Settings
 
 LIMIT = 50_000_000

@@ -31,7 +31,7 @@ import pytest
 
 from ragline.embed.base import Embedder
 from ragline.engine import Ragline
-from ragline.ingest.sync import IngestProgress
+from ragline.ingest.progress import IngestProgress
 from ragline.settings import Settings
 from ragline.store.base import Store
 

@@ -19,8 +19,8 @@ from ragline.cli.console import err, fail, out
 from ragline.cli.options import ExcludeOpt, IndexOpt, JsonOpt, TenantOpt, new_engine
 
 if TYPE_CHECKING:
+    from ragline.ingest.progress import IngestProgress
     from ragline.ingest.report import IngestReport
-    from ragline.ingest.sync import IngestProgress
     from ragline.settings import ChunkerName
 
 

@@ -12,7 +12,8 @@ from typing import Protocol
 
 from ragline.ingest.chunk.cap import CappedChunker
 from ragline.ingest.chunk.recursive import RecursiveChunker
-from ragline.ingest.chunk.section import CountTokens, SectionChunker, count_many
+from ragline.ingest.chunk.section import SectionChunker
+from ragline.ingest.chunk.splitter import CountTokens, count_many
 from ragline.types import ChunkDraft, ParsedDocument
 
 __all__ = [

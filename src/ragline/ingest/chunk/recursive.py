@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from ragline.ingest.chunk.section import CountTokens, count_many
+from ragline.ingest.chunk.splitter import CountTokens, count_many
 from ragline.ingest.spans import rstrip_span
 from ragline.types import Block, BlockKind, ChunkDraft, ParsedDocument
 

@@ -11,10 +11,12 @@ metadata (heading path, page) treat these formats exactly like Markdown.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePath
+from typing import Any
 
 from ragline.ingest.errors import IngestError
 from ragline.ingest.parse.markdown import PATH_LEVELS
-from ragline.types import Block, BlockKind
+from ragline.types import Block, BlockKind, ParsedDocument
 
 
 def missing_extra(source: str, kind: str, extra: str, exc: ImportError) -> IngestError:
@@ -94,3 +96,17 @@ class BodyBuilder:
 
     def table(self, rows: Sequence[Sequence[str]]) -> None:
         self.add(BlockKind.TABLE, pipe_table(rows))
+
+    def document(
+        self, source: str, title: str, format: str, metadata: dict[str, Any]
+    ) -> ParsedDocument:
+        """The body built so far as a parsed document; with no ``title`` (none in
+        the file's metadata, no heading), the file name's stem is the title."""
+        return ParsedDocument(
+            source=source,
+            title=title or PurePath(source).stem,
+            body=self.body,
+            blocks=tuple(self.blocks),
+            metadata=metadata,
+            format=format,
+        )

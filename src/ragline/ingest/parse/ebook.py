@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import posixpath
-from pathlib import PurePath
 from typing import Any
 
 from ragline.ingest.errors import IngestError
@@ -66,14 +65,7 @@ def parse_epub(data: bytes, source: str) -> ParsedDocument:
             else:
                 builder.add(block.kind, text)
     metadata["chapters"] = count
-    return ParsedDocument(
-        source=source,
-        title=title or PurePath(source).stem,
-        body=builder.body,
-        blocks=tuple(builder.blocks),
-        metadata=metadata,
-        format="epub",
-    )
+    return builder.document(source, title, "epub", metadata)
 
 
 def _dc(book: Any, name: str) -> str:

@@ -15,7 +15,6 @@ import csv
 import datetime as dt
 import io
 from collections.abc import Iterable, Sequence
-from pathlib import PurePath
 from typing import Any
 
 from ragline.ingest.errors import IngestError
@@ -65,14 +64,7 @@ def parse_xlsx(data: bytes, source: str, limits: ParseLimits | None = None) -> P
             builder.heading(name, 1)
             builder.table(rows)
     metadata: dict[str, Any] = {"sheets": [name for name, _ in sheets]}
-    return ParsedDocument(
-        source=source,
-        title=meta_title or PurePath(source).stem,
-        body=builder.body,
-        blocks=tuple(builder.blocks),
-        metadata=metadata,
-        format="xlsx",
-    )
+    return builder.document(source, meta_title, "xlsx", metadata)
 
 
 def parse_csv(text: str, source: str, limits: ParseLimits | None = None) -> ParsedDocument:
@@ -92,14 +84,7 @@ def parse_csv(text: str, source: str, limits: ParseLimits | None = None) -> Pars
         raise IngestError(source, reader.line_num, f"malformed CSV: {exc}") from exc
     builder = BodyBuilder()
     builder.table(rows)
-    return ParsedDocument(
-        source=source,
-        title=PurePath(source).stem,
-        body=builder.body,
-        blocks=tuple(builder.blocks),
-        metadata={"rows": max(len(rows) - 1, 0)},
-        format="csv",
-    )
+    return builder.document(source, "", "csv", {"rows": max(len(rows) - 1, 0)})
 
 
 def cell_text(value: object) -> str:

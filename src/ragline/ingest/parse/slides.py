@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
-from pathlib import PurePath
 from typing import Any
 
 from ragline.ingest.errors import IngestError
@@ -52,14 +51,7 @@ def parse_pptx(data: bytes, source: str) -> ParsedDocument:
     except Exception as exc:  # python-pptx/lxml/zipfile raise many types for a bad file
         raise IngestError(source, None, f"corrupt .pptx file: {exc}") from exc
     metadata: dict[str, Any] = {"slides": count}
-    return ParsedDocument(
-        source=source,
-        title=meta_title or first_title or PurePath(source).stem,
-        body=builder.body,
-        blocks=tuple(builder.blocks),
-        metadata=metadata,
-        format="pptx",
-    )
+    return builder.document(source, meta_title or first_title, "pptx", metadata)
 
 
 def _reading_order(shapes: Iterable[Any]) -> Iterator[Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from pathlib import PurePath
 from typing import Any
 from xml.etree import ElementTree
 
@@ -70,14 +69,7 @@ def parse_docx(data: bytes, source: str) -> ParsedDocument:
         raise
     except Exception as exc:  # python-docx/lxml/zipfile raise many types for a bad file
         raise IngestError(source, None, f"corrupt .docx file: {exc}") from exc
-    return ParsedDocument(
-        source=source,
-        title=meta_title or first_heading or PurePath(source).stem,
-        body=builder.body,
-        blocks=tuple(builder.blocks),
-        metadata=metadata,
-        format="docx",
-    )
+    return builder.document(source, meta_title or first_heading, "docx", metadata)
 
 
 def _style_name(paragraph: Any) -> str:
@@ -160,14 +152,7 @@ def parse_odt(data: bytes, source: str) -> ParsedDocument:
         meta_title = collapse(meta.findtext("office:meta/dc:title", "", _ODF))
         if author := collapse(meta.findtext("office:meta/meta:initial-creator", "", _ODF)):
             metadata["author"] = author
-    return ParsedDocument(
-        source=source,
-        title=meta_title or first_heading or PurePath(source).stem,
-        body=builder.body,
-        blocks=tuple(builder.blocks),
-        metadata=metadata,
-        format="odt",
-    )
+    return builder.document(source, meta_title or first_heading, "odt", metadata)
 
 
 def _odt_blocks(builder: BodyBuilder, parent: ElementTree.Element) -> str:

@@ -117,10 +117,8 @@ def crawl(
             result.failed.append((url, failure))
             links = cached.links if cached else ()
         elif got.not_modified and cached is not None:
-            if cached.source in sources:
-                result.duplicates.append(url)
+            if _seen_before(url, cached.source, sources, result):
                 continue
-            sources.add(cached.source)
             result.unchanged.append(cached)
             links = cached.links
         else:
@@ -135,10 +133,8 @@ def crawl(
                     result.failed.append((url, str(e)))
                 continue
             page = _page(url, got)
-            if page.source in sources:
-                result.duplicates.append(url)
+            if _seen_before(url, page.source, sources, result):
                 continue
-            sources.add(page.source)
             result.pages.append(page)
             links = page.links
         if depth >= follow_depth:
@@ -148,6 +144,16 @@ def crawl(
                 queued.add(link)
                 queue.append((link, depth + 1))
     return result
+
+
+def _seen_before(url: str, source: str, sources: set[str], result: CrawlResult) -> bool:
+    """Whether another URL already gave this canonical ``source`` (then ``url`` is
+    listed as a duplicate); else ``source`` is taken, for this ``url``."""
+    if source in sources:
+        result.duplicates.append(url)
+        return True
+    sources.add(source)
+    return False
 
 
 def _page(url: str, got: FetchResult) -> CrawledPage:

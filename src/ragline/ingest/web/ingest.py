@@ -23,8 +23,11 @@ from ragline.ingest.parse import (
     parse_pdf,
     parse_text,
 )
+from ragline.ingest.plan import SourcedDocument
+from ragline.ingest.prepare import ocr_options
+from ragline.ingest.progress import ProgressCallback
 from ragline.ingest.report import FileFailure, IngestReport
-from ragline.ingest.sync import Indexer, ProgressCallback, SourcedDocument, ocr_options
+from ragline.ingest.sync import Indexer
 from ragline.ingest.web.cache import CachedPage, PageCache
 from ragline.ingest.web.crawl import HTML_TYPES, CrawledPage, crawl
 from ragline.ingest.web.fetch import Fetcher
