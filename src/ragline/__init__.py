@@ -10,8 +10,9 @@ errors. Names are imported lazily, so ``import ragline.types`` (or
 from __future__ import annotations
 
 import os
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from ragline.lazy import lazy_getattr
 
 # No telemetry. onnxruntime (1.32) records events in
 # ~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db as soon as it is
@@ -273,13 +274,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    module = _LOCATIONS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ragline' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # the next lookup skips this function
-    return value
+__getattr__ = lazy_getattr("ragline", _LOCATIONS, globals())
 
 
 def __dir__() -> list[str]:

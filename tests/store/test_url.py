@@ -108,3 +108,50 @@ def test_settings_choose_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORE_URL", "ftp://x")
     with pytest.raises(StoreError, match="unknown scheme"):
         store_location(Settings())
+
+
+def test_a_new_backend_needs_only_its_record(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A store added to ``BACKENDS`` is parsed, checked for its folder and opened by the
+    factory with no change there (docs/stores.md "Adding a store")."""
+    from ragline.store import url
+    from ragline.store.address import StoreBackend, local_folder
+    from ragline.store.factory import missing_index, open_store
+    from ragline.store.lance_address import LANCE
+
+    opened: list[StoreLocation] = []
+
+    def parse(scheme: str, text: str) -> StoreLocation:
+        folder, _ = local_folder(scheme, text)
+        return StoreLocation("memo", folder)
+
+    def open_memo(location: StoreLocation, settings: Settings, dimension: int) -> object:
+        opened.append(location)
+        return LANCE.open(location, settings, dimension)
+
+    memo = StoreBackend("memo", ("memo",), parse, open_memo, lambda loc: True)  # type: ignore[arg-type]
+    monkeypatch.setattr(url, "BACKENDS", (*url.BACKENDS, memo))
+    monkeypatch.setenv("STORE_URL", f"memo://{tmp_path / 'm'}")
+    settings = Settings()
+    assert missing_index(settings) == tmp_path / "m"  # read commands refuse a missing folder
+    location = store_location(settings)
+    assert location == StoreLocation("memo", str(tmp_path / "m"))
+    assert "memo+local://" in location.describe()
+    store = open_store(location, settings, 4)
+    try:
+        assert opened == [location] and store.info().chunks == 0
+    finally:
+        store.close()
+    assert missing_index(settings) is None  # opening created it
+
+
+def test_every_backend_owns_its_schemes() -> None:
+    from ragline.store.url import BACKENDS, backend
+
+    schemes = [s for b in BACKENDS for s in b.schemes]
+    assert len(schemes) == len(set(schemes)), "two backends claim one scheme"
+    for b in BACKENDS:
+        assert backend(b.kind) is b
+    with pytest.raises(StoreUrlError, match="no store backend"):
+        backend("mysql")

@@ -147,19 +147,15 @@ def log_options(settings: Settings) -> dict[str, Any]:
 
 
 def missing_index(settings: Settings) -> Path | None:
-    """The index folder when the configured store is LanceDB in a folder that does not
-    exist (a server store, PostgreSQL or Qdrant, is never "missing" here)."""
+    """The index folder when the configured store keeps its index in a folder (LanceDB,
+    Qdrant or Chroma local) that does not exist; a server store is never "missing" here."""
     from ragline.store.base import StoreError
-    from ragline.store.factory import store_location
+    from ragline.store.factory import missing_index as missing_folder
 
     try:
-        location = store_location(settings)
+        return missing_folder(settings)
     except StoreError:
         return None  # the app reports a bad store URL itself
-    if location.kind != "lance":
-        return None
-    folder = Path(location.target)
-    return None if folder.exists() else folder
 
 
 def proxy_options(settings: Settings) -> dict[str, Any]:

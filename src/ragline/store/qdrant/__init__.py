@@ -48,22 +48,44 @@ Why it is built the way it is:
   in its place (a restored copy) → the client is reopened on it.
 """
 
-from ragline.store.qdrant.client import (
-    BOOL_INDEXES,
-    INT_INDEXES,
-    KEYWORD_INDEXES,
-    local_folder,
-    make_client,
-)
-from ragline.store.qdrant.points import (
-    DENSE,
-    SPARSE,
-    chunk_point_id,
-    document_point_id,
-    sparse_field_vectors,
-    to_qdrant_filter,
-)
-from ragline.store.qdrant.store import QdrantStore
+from typing import TYPE_CHECKING
+
+from ragline.lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from ragline.store.qdrant.client import (
+        BOOL_INDEXES,
+        INT_INDEXES,
+        KEYWORD_INDEXES,
+        local_folder,
+        make_client,
+    )
+    from ragline.store.qdrant.points import (
+        DENSE,
+        SPARSE,
+        chunk_point_id,
+        document_point_id,
+        sparse_field_vectors,
+        to_qdrant_filter,
+    )
+    from ragline.store.qdrant.store import QdrantStore
+
+# Imported on first use: qdrant-client is heavy, and ``store.url`` reads ``.address``.
+_LOCATIONS = {
+    "BOOL_INDEXES": "ragline.store.qdrant.client",
+    "INT_INDEXES": "ragline.store.qdrant.client",
+    "KEYWORD_INDEXES": "ragline.store.qdrant.client",
+    "local_folder": "ragline.store.qdrant.client",
+    "make_client": "ragline.store.qdrant.client",
+    "DENSE": "ragline.store.qdrant.points",
+    "SPARSE": "ragline.store.qdrant.points",
+    "chunk_point_id": "ragline.store.qdrant.points",
+    "document_point_id": "ragline.store.qdrant.points",
+    "sparse_field_vectors": "ragline.store.qdrant.points",
+    "to_qdrant_filter": "ragline.store.qdrant.points",
+    "QdrantStore": "ragline.store.qdrant.store",
+}
+__getattr__ = lazy_getattr(__name__, _LOCATIONS, globals())
 
 __all__ = [
     "BOOL_INDEXES",
