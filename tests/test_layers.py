@@ -71,7 +71,9 @@ def test_settings_load_no_numpy_and_no_other_layer() -> None:
     sections = sorted(
         f"ragline.settings.{p.stem}" for p in (SRC / "ragline" / "settings").glob("[!_]*.py")
     )
-    assert modules == str(["ragline", "ragline.settings", *sections, "ragline.types"])
+    assert modules == str(
+        ["ragline", "ragline.lazy", "ragline.settings", *sections, "ragline.types"]
+    )
     assert numpy == "False"
 
 
