@@ -1,7 +1,9 @@
 """The PostgreSQL + pgvector store, by concern: :mod:`.store` (the Store
 methods), :mod:`.pool` (connections, retries), :mod:`.schema` (migrations),
-:mod:`.writes` (COPY of chunks and postings, statistics) and :mod:`.bm25`
-(exact BM25 top-k)."""
+:mod:`.writes` (COPY of chunks and postings, statistics), and exact BM25
+top-k: :mod:`.bm25_packed` (numpy over packed postings, the default),
+:mod:`.bm25_formula` (its arithmetic), :mod:`.bm25_sql` (in SQL) and
+:mod:`.bm25_query` (what both scorers share)."""
 
 from typing import TYPE_CHECKING
 

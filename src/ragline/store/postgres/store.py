@@ -18,8 +18,8 @@ Why it is built the way it is:
   :meth:`optimize`) plus the rows of newer chunks, and scores them in numpy,
   bit for bit as the exhaustive SQL statement would, skipping the parts whose
   bounds cannot lift a chunk into the top-k (MaxScore); the SQL scorer with
-  MaxScore pruning remains (``bm25_scorer="sql"``). Both in
-  :mod:`ragline.store.postgres.bm25`.
+  MaxScore pruning remains (``bm25_scorer="sql"``): :mod:`.bm25_packed` and
+  :mod:`.bm25_sql`.
 * Vectors: an HNSW index (cosine, ``m``/``ef_construction``) on
   ``embedding::vector(<dim>)`` restricted to rows of that dimension, built by
   :meth:`optimize` once the table reaches ``ann_min_rows`` (below that a scan is
@@ -60,8 +60,9 @@ from ragline.store.base import (
     positions,
 )
 from ragline.store.filter_sql import chunk_predicate
-from ragline.store.postgres import bm25 as pg_bm25
-from ragline.store.postgres import writes
+from ragline.store.postgres import bm25_packed, bm25_sql, writes
+from ragline.store.postgres.bm25_formula import Formula
+from ragline.store.postgres.bm25_query import SCORERS, KeywordQuery
 from ragline.store.postgres.pool import Connections, redact_url
 from ragline.store.postgres.schema import apply_migrations, check_schema, hnsw_name
 from ragline.store.remote import StoreFront, query_vector
@@ -128,11 +129,11 @@ class PostgresStore(StoreFront):
         k1: float = bm25.K1,
         b: float = bm25.B,
         bm25_prune: bool = True,
-        bm25_probe_postings: int = pg_bm25.PROBE_POSTINGS,
+        bm25_probe_postings: int = bm25_sql.PROBE_POSTINGS,
         bm25_scorer: str = "numpy",
-        bm25_repack_fraction: float = pg_bm25.REPACK_FRACTION,
-        bm25_numpy_probe_postings: int = pg_bm25.NUMPY_PROBE_POSTINGS,
-        bm25_numpy_prune_min_postings: int = pg_bm25.NUMPY_PRUNE_MIN_POSTINGS,
+        bm25_repack_fraction: float = bm25_packed.REPACK_FRACTION,
+        bm25_numpy_probe_postings: int = bm25_packed.NUMPY_PROBE_POSTINGS,
+        bm25_numpy_prune_min_postings: int = bm25_packed.NUMPY_PRUNE_MIN_POSTINGS,
     ) -> None:
         if dimension < 1:
             raise ValueError(f"dimension must be positive, got {dimension}")
@@ -144,8 +145,8 @@ class PostgresStore(StoreFront):
             raise ValueError("ann_min_rows must be ≥ 0")
         if not 0 <= bm25_repack_fraction <= 1:
             raise ValueError(f"bm25_repack_fraction must be in [0, 1], got {bm25_repack_fraction}")
-        if bm25_scorer not in pg_bm25.SCORERS:
-            raise ValueError(f"bm25_scorer must be one of {pg_bm25.SCORERS}, got {bm25_scorer!r}")
+        if bm25_scorer not in SCORERS:
+            raise ValueError(f"bm25_scorer must be one of {SCORERS}, got {bm25_scorer!r}")
         self.url = url
         self.read_url = read_url or None
         self.schema = check_schema(schema) if schema else None
@@ -163,7 +164,7 @@ class PostgresStore(StoreFront):
         self.maintenance_work_mem_mb = maintenance_work_mem_mb
         self.k1 = k1
         self.b = b
-        #: Where BM25 is scored (:data:`~ragline.store.postgres.bm25.SCORERS`);
+        #: Where BM25 is scored (:data:`~ragline.store.postgres.bm25_query.SCORERS`);
         #: every scorer gives the exhaustive SQL statement's top-k.
         self.bm25_scorer = bm25_scorer
         #: MaxScore pruning, for either scorer (False: score every posting).
@@ -172,11 +173,11 @@ class PostgresStore(StoreFront):
         #: optimize() packs the postings again once this share of the chunks
         #: was written or deleted since the last packing.
         self.bm25_repack_fraction = bm25_repack_fraction
-        #: Postings the numpy scorer's threshold probe scores (pg_bm25.prune_candidates).
+        #: Postings the numpy scorer's threshold probe scores (bm25_packed.prune_candidates).
         self.bm25_numpy_probe_postings = bm25_numpy_probe_postings
-        #: Queries with fewer postings are scored in full (pg_bm25.NUMPY_PRUNE_MIN_POSTINGS).
+        #: Queries with fewer postings are scored in full (bm25_packed.NUMPY_PRUNE_MIN_POSTINGS).
         self.bm25_numpy_prune_min_postings = bm25_numpy_prune_min_postings
-        self._formula = pg_bm25.Formula(k1, b)
+        self._formula = Formula(k1, b)
         self._dimension = dimension
         self._db = Connections(
             url,
@@ -301,7 +302,7 @@ class PostgresStore(StoreFront):
                 conn.execute("DELETE FROM ragline_postings")
                 conn.execute("DELETE FROM ragline_chunks")
                 conn.execute("DELETE FROM ragline_terms")
-                pg_bm25.forget_packed(conn)
+                bm25_packed.forget_packed(conn)
                 conn.execute(
                     "UPDATE ragline_corpus SET chunks = 0, n_title = 0, n_headings = 0, "
                     "n_text = 0, len_title = 0, len_headings = 0, len_text = 0"
@@ -445,32 +446,21 @@ class PostgresStore(StoreFront):
         if max(b.title, b.headings, b.text) <= 0:
             return []
         pred = _with_params(chunk_predicate(filters, "postgres"))
+        q = KeywordQuery(counts, k, pred, b, prune=self.bm25_prune)
 
         def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
             with conn.transaction():
                 if self.bm25_scorer == "numpy":
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    return pg_bm25.client_top_k(
+                    return bm25_packed.client_top_k(
                         conn,
-                        counts,
-                        k,
-                        pred,
-                        b,
+                        q,
                         self._formula,
-                        prune=self.bm25_prune,
                         probe_postings=self.bm25_numpy_probe_postings,
                         min_postings=self.bm25_numpy_prune_min_postings,
                     )
-                return pg_bm25.top_k(
-                    conn,
-                    counts,
-                    k,
-                    pred,
-                    b,
-                    self.k1,
-                    self.b,
-                    prune=self.bm25_prune,
-                    probe_postings=self.bm25_probe_postings,
+                return bm25_sql.top_k(
+                    conn, q, self.k1, self.b, probe_postings=self.bm25_probe_postings
                 )
 
         return self._run(read, "keyword search", read=True)
@@ -525,7 +515,7 @@ class PostgresStore(StoreFront):
     def optimize(self) -> None:
         """Build the HNSW index once the table reaches ``ann_min_rows`` (HNSW then
         follows every insert), pack the BM25 postings again when enough changed
-        (:func:`~ragline.store.postgres.bm25.repack`; writers wait meanwhile),
+        (:func:`~ragline.store.postgres.bm25_packed.repack`; writers wait meanwhile),
         vacuum and refresh the planner's statistics."""
         dimension = self._dimension
 
@@ -539,7 +529,7 @@ class PostgresStore(StoreFront):
             with conn.transaction():
                 conn.execute("SELECT set_config('statement_timeout', '0', true)")
                 writes.lock_writers(conn)
-                pg_bm25.repack(conn, self.bm25_repack_fraction)
+                bm25_packed.repack(conn, self.bm25_repack_fraction)
             # VACUUM marks pages all-visible, so BM25 reads postings index-only.
             for table in (
                 "ragline_chunks",
