@@ -74,6 +74,10 @@ def test_entities_skip_sentence_starts_but_keep_acronyms_and_runs() -> None:
         ("How many layers does VGG-11 have?", NUMBER),
         ("Where is the GroupLens lab?", PLACE),
         ("What does the discriminator of a GAN do?", None),
+        ("When did the Normans conquer England?", DATE),
+        # a condition, not a date: refused for "no passage sentence gives a date" before
+        ("When should I use a ref instead of state to remember a value?", None),
+        ("When do treaties apply?", None),
     ],
 )
 def test_expected_answer_type(question: str, kind: str | None) -> None:

@@ -79,6 +79,10 @@ _NUMBER_WORDS = {
     "half": "0.5",
     "dozen": "12",
 }
+#: "When should I use a ref…", "When do treaties apply?": a when-question with a modal or
+#: "do" asks for a condition or a moment in a process, not a date (SQuAD 2.0 dev: the 3
+#: answerable "when do" questions are answered by a condition, none by a date).
+_WHEN_CONDITION = r"(?:should|shall|can|could|would|must|may|might|do|does|to)\b"
 _QUESTION_START = re.compile(
     r"^(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could"
     r"|should|would|will|has|have|had)\b"
@@ -184,7 +188,9 @@ def entities(text: str) -> list[str]:
 def expected_answer_type(question: str) -> str | None:
     """The kind of answer a wh-question asks for (None: a definition, a reason…)."""
     q = " ".join(question.lower().split())
-    if re.match(r"^(in )?(what|which) year\b|^when\b|^(on|in) what date\b", q):
+    if re.match(
+        rf"^(in )?(what|which) year\b|^when\b(?! {_WHEN_CONDITION})|^(on|in) what date\b", q
+    ):
         return DATE
     if re.match(r"^how (many|much|long|large|big|old|often|far)\b", q) or re.match(
         r"^(what|which) (percentage|fraction|proportion|share|number)\b", q
