@@ -88,6 +88,19 @@ def test_e5_has_its_own_confidence_scale_unless_set(monkeypatch: pytest.MonkeyPa
     assert Settings().confidence_min == 0.40  # other models: MiniLM's until calibrated
 
 
+def test_auto_checks_one_confidence_bound_against_the_chosen_models_scale() -> None:
+    """Under ``auto`` a lone bound is checked once the index's model is known: 0.87 is
+    below e5's 0.92 (fine) but above MiniLM's 0.65 (the error names both)."""
+    alone = Settings(embedder="auto", confidence_min=0.87)
+    assert alone.confidence_min == 0.87
+    e5 = alone.with_embedder("e5")
+    assert (e5.confidence_min, e5.confidence_high) == (0.87, 0.92)
+    with pytest.raises(ValueError, match=r"confidence_high \(0.65\).*0.87; embedder onnx"):
+        alone.with_embedder("onnx")
+    with pytest.raises(ValidationError, match=r"confidence_high \(0.5\)"):
+        Settings(embedder="auto", confidence_min=0.6, confidence_high=0.5)  # both set: now
+
+
 def test_the_sections_partition_the_settings() -> None:
     """Every setting sits in exactly one section, no section is empty, and ``Settings``
     holds the sections' fields and nothing else (a component typed with a section

@@ -101,12 +101,20 @@ class Settings(
     @model_validator(mode="after")
     def _check(self) -> Settings:
         self._embedder_scale()
+        # Under ``auto`` the model, hence the scale an unset bound takes, is known only
+        # once an index is chosen (:meth:`with_embedder`): RAGLINE_CONFIDENCE_MIN=0.87
+        # alone is e5's scale and must not be checked against MiniLM's 0.65.
+        both_set = {"confidence_min", "confidence_high"} <= self.model_fields_set
+        if self.embedder != "auto" or both_set:
+            self._check_confidence()
+        return self
+
+    def _check_confidence(self) -> None:
         if self.confidence_high < self.confidence_min:
             raise ValueError(
                 f"confidence_high ({self.confidence_high}) must not be below confidence_min "
                 f"({self.confidence_min}; embedder {self.embedder})"
             )
-        return self
 
     def _embedder_scale(self) -> None:
         scale = CONFIDENCE_DEFAULTS.get(self.embedder)
@@ -123,6 +131,7 @@ class Settings(
             return self
         resolved = self.model_copy(update={"embedder": name})
         resolved._embedder_scale()
+        resolved._check_confidence()
         return resolved
 
     @property
