@@ -8,8 +8,10 @@ search's or another process's work would evict the caches). Every result is comp
 field by field (every Hit and Chunk field, the score's type), so a faster path that
 changed an answer shows as ``differing results``. Then the same for the rows stage
 alone: ``to_hits`` on the same fused head (the store's weighted candidates, top 10).
+BASE is the commit to compare with (each result table names its own: c549ae9 for
+search_hits_*.md, 08c3557 for store_protocol.md).
 
-    git archive c549ae9 src/ragline | tar -x -C /tmp/old
+    git archive BASE src/ragline | tar -x -C /tmp/old
     mv /tmp/old/src/ragline /tmp/old/src/ragline_old
     grep -rl ragline /tmp/old/src/ragline_old --include='*.py' | xargs sed -i -E \
         's/\bragline\.(\w)/ragline_old.\1/g; s/from ragline import/from ragline_old import/g'
