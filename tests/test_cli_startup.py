@@ -91,11 +91,13 @@ def test_subcommand_help_loads_no_engine() -> None:
 def test_search_path_loads_neither_pipeline_nor_rest_client() -> None:
     """What a cold `ragline search` imports: the engine and the LanceDB store, but not
     the answer pipeline (generators, HTTP clients), the ingest pipeline (parsers),
-    nor LanceDB's REST namespace client (2 CPU-s of pydantic models at import)."""
+    nor LanceDB's REST namespace client (2 CPU-s of pydantic models at import); and
+    the store imports lancedb itself only when a call needs it (store/lance_cache.py,
+    tests/store/test_lance_cache.py: a cached search never does)."""
     modules = _loaded_after(
         "import ragline.engine, ragline.store.lance, ragline.retrieve.retriever"
     )
-    assert "lancedb" in modules
+    assert "ragline.store.lance" in modules and "lancedb" not in modules
     unwanted = ("ragline.answer.generators", "ragline.ingest.sync", "ragline.ingest.parse")
     assert sorted(m for m in modules if m.startswith(unwanted)) == []
     assert [m for m in modules if m.startswith("lance_namespace_urllib3_client.api.")] == []

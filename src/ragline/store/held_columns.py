@@ -100,6 +100,19 @@ class HeldColumns:
     def values_at(self, name: str, positions: IntArray) -> list[Any]:
         return self.columns[name].values_at(positions)
 
+    def equal_to(self, name: str, value: str) -> npt.NDArray[np.bool_] | None:
+        """Rows whose string column ``name`` is ``value`` (SQL ``name = 'value'``: a
+        null is never equal); None when the column is not held as strings."""
+        column = self.columns.get(name)
+        if column is None or not pa.types.is_string(column.field.type):
+            return None
+        try:
+            code = column.values.index(value)
+        except ValueError:
+            return np.zeros(len(column.data), dtype=bool)
+        found: npt.NDArray[np.bool_] = column.data == code
+        return found
+
 
 class HeldColumnsBuilder:
     """Fills :class:`HeldColumns` of ``rows`` rows: kept rows of an older snapshot,

@@ -47,6 +47,7 @@ and :mod:`ragline.store.lance_search` (the searches, on the mirror or LanceDB's 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -54,12 +55,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lancedb
 import pyarrow as pa
-from lancedb.db import AsyncConnection
-from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import lance_search as search
@@ -88,6 +86,7 @@ from ragline.store.filters import (
     to_sql_predicate,
 )
 from ragline.store.keyword_index import PRUNE_MIN_ROWS
+from ragline.store.lance_cache import cache_path, drop_stale, write_rows
 from ragline.store.lance_indexes import (
     MIN_VECTOR_INDEX_ROWS,
     VECTOR_INDEX,
@@ -99,7 +98,7 @@ from ragline.store.lance_indexes import (
     plan_vector_index,
     table_indexes,
 )
-from ragline.store.lance_memory import LanceMirror, Snapshot
+from ragline.store.lance_memory import BACKGROUND_ROWS, LanceMirror, Snapshot
 from ragline.store.lance_search import sanitize_fts_query
 from ragline.store.lance_tables import (
     CHUNKS_TABLE,
@@ -122,6 +121,12 @@ from ragline.store.lance_tables import (
 from ragline.store.lance_tables import run as _run
 from ragline.store.stages import PARALLEL_MIN_ROWS
 from ragline.types import Chunk, DocumentRecord, Filters
+
+if TYPE_CHECKING:  # imported on first use: a cached search never needs it (lance_cache)
+    from lancedb.db import AsyncConnection
+    from lancedb.table import AsyncTable
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CHUNKS_TABLE",
@@ -189,6 +194,8 @@ class LanceStore(ClosesOnExit):
         self._meta = Meta()
         self._meta_stamp: tuple[int, int, int] | None = None
         self._chunks: AsyncTable | None = None
+        self._db: AsyncConnection | None = None  # see _connect
+        self._docs_table: AsyncTable | None = None
         self._chunks_name = ""
         self._versions: tuple[str, Path] = ("", self.path)  # see _versions_dir
         self._dimension = dimension
@@ -197,7 +204,7 @@ class LanceStore(ClosesOnExit):
             LanceMirror(
                 dimension,
                 _run,
-                self._open_at,
+                self._pinned,
                 memory_rows,
                 int8_rows,
                 int8_rerank,
@@ -210,22 +217,10 @@ class LanceStore(ClosesOnExit):
         )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._db: AsyncConnection = _run(
-                lancedb.connect_async(self.path, read_consistency_interval=timedelta(0))
-            )
-            for attempt in range(OPEN_ATTEMPTS):
-                try:
-                    self._open_tables(dimension)
-                    break
-                except StoreError as exc:
-                    # Two processes creating one fresh index (a server and an ingest
-                    # started together) race on its first commits; LanceDB calls the
-                    # loser's commit retryable, or lists the winner's table before its
-                    # first version is written (opening it says "not found"); the retry
-                    # finds the winner's tables.
-                    if not racing_creation(exc) or attempt == OPEN_ATTEMPTS - 1:
-                        raise
-                    time.sleep(0.05 * 2**attempt)
+            if self._meta_file.is_file():
+                self._refresh()  # an existing index: LanceDB is opened on first use
+            else:
+                self._connect()  # a new one: its tables now
         except StoreError:
             raise
         except Exception as exc:
@@ -234,17 +229,56 @@ class LanceStore(ClosesOnExit):
             vectors=self.vectors_for, warm_up=self.warm_up, describe=self.index_info
         )
 
-    def _open_tables(self, dimension: int) -> None:
-        """Open the tables, creating them (and their indexes) in a fresh index."""
+    def _connect(self) -> AsyncConnection:
+        """LanceDB's connection, with the documents table open (and a new index's
+        tables created): at construction for a new index, else on the first call
+        that needs LanceDB. A search answered from the search cache never does, and
+        never pays ``import lancedb`` (:mod:`ragline.store.lance_cache`)."""
+        with self._lock:
+            if self._db is not None:
+                return self._db
+            import lancedb
+
+            try:
+                self._db = _run(
+                    lancedb.connect_async(self.path, read_consistency_interval=timedelta(0))
+                )
+                for attempt in range(OPEN_ATTEMPTS):
+                    try:
+                        self._open_tables(self._db, self._dimension)
+                        break
+                    except StoreError as exc:
+                        # Two processes creating one fresh index (a server and an ingest
+                        # started together) race on its first commits; LanceDB calls the
+                        # loser's commit retryable, or lists the winner's table before
+                        # its first version is written (opening it says "not found");
+                        # the retry finds the winner's tables.
+                        if not racing_creation(exc) or attempt == OPEN_ATTEMPTS - 1:
+                            raise
+                        time.sleep(0.05 * 2**attempt)
+            except BaseException as exc:
+                self._db = None
+                if isinstance(exc, StoreError) or not isinstance(exc, Exception):
+                    raise
+                raise StoreError(f"{self.path}: cannot open the index: {exc}") from exc
+            return self._db
+
+    def _open_tables(self, db: AsyncConnection, dimension: int) -> None:
+        """Open the documents table, creating the tables (and their indexes) of a
+        fresh index."""
         with self._lock:
             if not self._meta_path().is_file():
-                table = _run(open_or_create(self._db, CHUNKS_TABLE, chunk_schema(dimension)))
+                table = _run(open_or_create(db, CHUNKS_TABLE, chunk_schema(dimension)))
                 _run(ensure_indexes(table))
                 write_atomic(self._meta_path(), Meta().to_json())
-            self._docs: AsyncTable = _run(
-                open_or_create(self._db, DOCUMENTS_TABLE, DOCUMENT_SCHEMA)
-            )
+            self._docs_table = _run(open_or_create(db, DOCUMENTS_TABLE, DOCUMENT_SCHEMA))
             self._refresh()
+
+    @property
+    def _docs(self) -> AsyncTable:
+        """The documents table (open once :meth:`_table` has run)."""
+        assert self._docs_table is not None, "call _table() first"
+        return self._docs_table
 
     @classmethod
     def open(cls, path: Path, **kwargs: Any) -> LanceStore:
@@ -253,8 +287,12 @@ class LanceStore(ClosesOnExit):
         if not meta_path.is_file():
             raise StoreError(f"{path}: no ragline index here (missing {META_FILE})")
         meta = Meta.from_file(meta_path)
+        if meta.fingerprint is not None:  # its table's dimension, without LanceDB
+            return cls(path, dimension=meta.fingerprint.dimension, **kwargs)
 
         async def dimension() -> int:
+            import lancedb
+
             db = await lancedb.connect_async(Path(path))
             return await table_dimension(await db.open_table(meta.chunks_table))
 
@@ -285,25 +323,39 @@ class LanceStore(ClosesOnExit):
         except FileNotFoundError as exc:
             raise StoreError(f"{self.path}: index metadata {META_FILE} is missing") from exc
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if stamp == self._meta_stamp and self._chunks is not None:
+        if stamp == self._meta_stamp:
             return
         meta = Meta.from_file(self._meta_path())
-        if self._chunks is None or meta.chunks_table != self._chunks_name:
-            try:
-                table = _run(self._db.open_table(meta.chunks_table))
-                dimension = _run(table_dimension(table))
-            except Exception as exc:
-                raise StoreError(
-                    f"{self.path}: cannot open chunks table {meta.chunks_table!r}: {exc}"
-                ) from exc
-            self._chunks, self._chunks_name, self._dimension = table, meta.chunks_table, dimension
+        if meta.chunks_table != self._chunks_name:
+            # another table (a rebuild swapped it): opened by the next _table(); a
+            # recorded model gives its dimension (the table was built for it)
+            self._chunks, self._chunks_name = None, meta.chunks_table
+            if meta.fingerprint is not None:
+                self._dimension = meta.fingerprint.dimension
         self._meta = meta
         self._meta_stamp = stamp
 
-    def _table(self) -> AsyncTable:
+    def _live(self) -> str:
+        """The live chunks table's name (meta.json followed; LanceDB not opened)."""
         with self._lock:
             self._refresh()
-            assert self._chunks is not None
+            return self._chunks_name
+
+    def _table(self) -> AsyncTable:
+        """The live chunks table's handle (connecting to LanceDB on first use)."""
+        with self._lock:
+            self._refresh()
+            db = self._connect()
+            if self._chunks is None:
+                name = self._chunks_name
+                try:
+                    table = _run(db.open_table(name))
+                    dimension = _run(table_dimension(table))
+                except Exception as exc:
+                    raise StoreError(
+                        f"{self.path}: cannot open chunks table {name!r}: {exc}"
+                    ) from exc
+                self._chunks, self._dimension = table, dimension
             return self._chunks
 
     def _write_meta(self, meta: Meta) -> None:
@@ -469,9 +521,16 @@ class LanceStore(ClosesOnExit):
 
     async def _open_at(self, name: str, version: int) -> AsyncTable:
         """A handle on table ``name`` that stays at ``version`` (the mirror's reads)."""
+        assert self._db is not None, "a pinned handle opens after _connect()"
         table = await self._db.open_table(name)
         await table.checkout(version)
         return table
+
+    def _pinned(self, name: str, version: int) -> AsyncTable:
+        """:meth:`_open_at` from a caller's thread, connecting first (the mirror's
+        refreshes, and a cached snapshot's first filter LanceDB must evaluate)."""
+        self._connect()
+        return _run(self._open_at(name, version))
 
     def warm_up(self) -> None:
         """Build the in-process search indexes now (they are otherwise built by the
@@ -498,6 +557,30 @@ class LanceStore(ClosesOnExit):
                 raise StoreError(f"{self.path}: optimize failed: {exc}") from exc
             if wanted != self._meta.vector_index:
                 self._write_meta(replace(self._meta, vector_index=wanted))
+            self._write_search_cache()
+
+    def _write_search_cache(self) -> None:
+        """Write the live version's rows as the search cache (:mod:`ragline.store.
+        lance_cache`), so the next process's first search skips ``import lancedb``;
+        only for a table its mirror would build in the foreground (at most
+        ``BACKGROUND_ROWS`` rows: a larger one is first searched through LanceDB
+        anyway). Best effort: without it a reader asks LanceDB, as before."""
+        if self._mirror is None:
+            return
+        with self._lock:
+            name = self._chunks_name
+            try:
+                table = self._table()
+                version = int(_run(table.version()))
+                if int(_run(table.count_rows())) > BACKGROUND_ROWS:
+                    cache_path(self.path, name).unlink(missing_ok=True)
+                    return
+                pinned = _run(self._open_at(name, version))
+                query = pinned.query().select([*CHUNK_COLUMNS, "vector"]).with_row_id()
+                write_rows(self.path, name, version, _run(query.to_arrow()))
+                drop_stale(self.path, name)
+            except (StoreError, OSError) as exc:
+                log.warning("%s: the search cache was not written: %s", self.path, exc)
 
     def rebuild(
         self,
@@ -506,16 +589,17 @@ class LanceStore(ClosesOnExit):
     ) -> int:
         with self._lock:
             self._refresh()
+            db = self._connect()
             old = self._meta
             generation = old.generation + 1
             name = f"{CHUNKS_TABLE}_{generation}"
             dimension = fingerprint.dimension
             try:
                 # A crashed rebuild may have left tables behind; the live one stays.
-                for stale in _run(table_names(self._db)):
+                for stale in _run(table_names(db)):
                     if stale.startswith(CHUNKS_TABLE) and stale != old.chunks_table:
-                        _run(self._db.drop_table(stale))
-                table = _run(self._db.create_table(name, schema=chunk_schema(dimension)))
+                        _run(db.drop_table(stale))
+                table = _run(db.create_table(name, schema=chunk_schema(dimension)))
             except Exception as exc:
                 raise StoreError(f"{self.path}: rebuild could not start: {exc}") from exc
             count = 0
@@ -530,7 +614,7 @@ class LanceStore(ClosesOnExit):
                 # failing, Ctrl-C) drops the new table and propagates unchanged; the
                 # old table never stopped serving.
                 with contextlib.suppress(Exception):
-                    _run(self._db.drop_table(name))
+                    _run(db.drop_table(name))
                 raise
             self._write_meta(
                 Meta(
@@ -543,7 +627,8 @@ class LanceStore(ClosesOnExit):
             # A reader of another process still on the old table fails one read at
             # worst: its next call sees the new meta.json and re-opens.
             with contextlib.suppress(Exception):
-                _run(self._db.drop_table(old.chunks_table))
+                _run(db.drop_table(old.chunks_table))
+            self._write_search_cache()
             return count
 
     def index_info(self) -> dict[str, Any]:

@@ -11,31 +11,39 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from lancedb.index import FTS, Bitmap, BTree, IvfFlat, IvfSq
-from lancedb.table import AsyncTable
+if TYPE_CHECKING:  # lancedb is imported by the functions that build indexes (lance_cache)
+    from lancedb.index import FTS, Bitmap, BTree
+    from lancedb.table import AsyncTable
 
 VECTOR_INDEX = "vector_idx"
 
 #: BM25 fields, in the order boosts are given.
 KEYWORD_FIELDS = ("title", "headings", "text")
-#: Scalar indexes that make the common filters and the id/doc_id lookups cheap.
-_SCALAR_INDEXES: dict[str, BTree | Bitmap] = {
-    "id": BTree(),
-    "doc_id": BTree(),
-    "tenant": Bitmap(),
-    "chapter": Bitmap(),
-}
-_FTS_CONFIG = FTS(
-    base_tokenizer="simple",
-    language="English",
-    lower_case=True,
-    stem=True,
-    remove_stop_words=True,
-    ascii_folding=True,
-    with_position=False,
-)
+
+
+def _scalar_indexes() -> dict[str, BTree | Bitmap]:
+    """Scalar indexes that make the common filters and the id/doc_id lookups cheap."""
+    from lancedb.index import Bitmap, BTree
+
+    return {"id": BTree(), "doc_id": BTree(), "tenant": Bitmap(), "chapter": Bitmap()}
+
+
+def _fts_config() -> FTS:
+    from lancedb.index import FTS
+
+    return FTS(
+        base_tokenizer="simple",
+        language="English",
+        lower_case=True,
+        stem=True,
+        remove_stop_words=True,
+        ascii_folding=True,
+        with_position=False,
+    )
+
+
 #: Below this many rows a plain exhaustive scan is fast enough (~4 ms): no vector index.
 MIN_VECTOR_INDEX_ROWS = 4096
 #: Rows per IVF partition the indexes are trained for (LanceDB's own default).
@@ -108,12 +116,12 @@ async def index_names(table: AsyncTable) -> set[str]:
 async def ensure_indexes(table: AsyncTable) -> None:
     """Create the scalar and full-text indexes a table lacks (instant on an empty table)."""
     present = await index_names(table)
-    for column, config in _SCALAR_INDEXES.items():
+    for column, config in _scalar_indexes().items():
         if f"{column}_idx" not in present:
             await table.create_index(column, config=config)
     for column in KEYWORD_FIELDS:
         if f"{column}_idx" not in present:
-            await table.create_index(column, config=_FTS_CONFIG)
+            await table.create_index(column, config=_fts_config())
 
 
 async def apply_vector_index(
@@ -127,6 +135,8 @@ async def apply_vector_index(
         return
     if wanted is current and present:
         return
+    from lancedb.index import IvfFlat, IvfSq
+
     config: IvfFlat | IvfSq
     if wanted.kind == "exact":
         config = IvfFlat(distance_type="cosine", num_partitions=wanted.partitions)

@@ -37,23 +37,24 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from lancedb.table import AsyncTable
 
 from ragline.store.arrow import arrow_to_chunks, arrow_vectors
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
 from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
 from ragline.store.keyword_index import KeywordIndex
+from ragline.store.lance_cache import latest_version
 from ragline.store.vector_index import (
     BoolArray,
     F32Array,
@@ -65,6 +66,11 @@ from ragline.store.vector_index import (
 )
 from ragline.text.bm25 import FieldTerms, chunk_terms
 from ragline.types import Chunk
+
+if TYPE_CHECKING:
+    from lancedb.table import AsyncTable
+
+    from ragline.store.lance_cache import CachedRows
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +92,33 @@ DISK_COLUMNS = ("text", "content_hash")
 #: The chunk columns every snapshot keeps as held columns.
 MEMORY_COLUMNS = tuple(c for c in CHUNK_COLUMNS if c not in {"id", *DISK_COLUMNS})
 _UNCACHED = object()
+#: ``column = 'value'`` as :func:`ragline.store.filter_sql.chunk_predicate` writes it.
+_EQUALITY = re.compile(r"^([a-z_]+) = '((?:[^']|'')*)'$")
+
+
+class Pinned:
+    """A handle on one table version, opened on first use: a snapshot built from the
+    search cache (:mod:`ragline.store.lance_cache`) reaches LanceDB only when a filter
+    or a column it does not hold asks for it."""
+
+    __slots__ = ("_handle", "_lock", "_open")
+
+    def __init__(
+        self, handle: AsyncTable | None = None, open_it: Callable[[], AsyncTable] | None = None
+    ) -> None:
+        if handle is None and open_it is None:
+            raise ValueError("a pinned handle needs the handle or a way to open it")
+        self._handle = handle
+        self._open = open_it
+        self._lock = threading.Lock()
+
+    def get(self) -> AsyncTable:
+        if self._handle is None:
+            with self._lock:
+                if self._handle is None:
+                    assert self._open is not None
+                    self._handle = self._open()
+        return self._handle
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +127,7 @@ class Snapshot:
 
     table: str
     version: int
-    handle: AsyncTable  # pinned to ``version``
+    handle: Pinned  # pinned to ``version``
     rowids: npt.NDArray[np.uint64]
     ids: npt.NDArray[np.object_]
     vectors: VectorIndex
@@ -131,7 +164,7 @@ def build_snapshot(
     old: Snapshot | None,
     table: str,
     version: int,
-    handle: AsyncTable,
+    handle: Pinned,
     rowids: npt.NDArray[np.uint64],
     new_batches: Iterable[pa.Table],
     dimension: int,
@@ -214,7 +247,7 @@ def build_snapshot(
     )
 
 
-def _stamp(versions_dir: Path | None) -> tuple[int, int] | None:
+def settled_stamp(versions_dir: Path | None) -> tuple[int, int] | None:
     """(inode, mtime) of a settled versions folder; None when absent or just changed."""
     if versions_dir is None:
         return None
@@ -227,9 +260,19 @@ def _stamp(versions_dir: Path | None) -> tuple[int, int] | None:
     return st.st_ino, st.st_mtime_ns
 
 
+def held_equality(snap: Snapshot, predicate: str) -> BoolArray | None:
+    """The rows of ``snap`` that a lone string equality (``tenant = 'acme'``, the
+    filter every search of a tenant carries) selects, from the held columns; None
+    for any other predicate, which LanceDB evaluates on the pinned version."""
+    found = _EQUALITY.match(predicate)
+    if found is None or snap.held is None:
+        return None
+    return snap.held.equal_to(found.group(1), found.group(2).replace("''", "'"))
+
+
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
 #: Opens table ``name`` checked out at ``version`` (a handle that never moves).
-OpenAt = Callable[[str, int], Coroutine[Any, Any, AsyncTable]]
+OpenAt = Callable[[str, int], "AsyncTable"]
 
 
 class LanceMirror:
@@ -267,15 +310,15 @@ class LanceMirror:
 
     def snapshot(
         self,
-        table: AsyncTable,
+        latest: Callable[[], int],
         name: str,
         dimension: int,
         versions_dir: Path | None = None,
         *,
         wait: bool = False,
     ) -> Snapshot | None:
-        """The snapshot of the live ``table``'s latest version (refreshed when it moved),
-        or None while a large refresh runs in the background.
+        """The snapshot of table ``name`` at its ``latest()`` version (refreshed when it
+        moved), or None while a large refresh runs in the background.
 
         A refresh that must read more than :data:`BACKGROUND_ROWS` rows (the first
         search on a big index, a search after a compaction) runs in a thread unless
@@ -284,13 +327,17 @@ class LanceMirror:
 
         With ``versions_dir`` (the table's ``_versions`` folder, local tables), a quiet
         table costs one ``stat``: every commit adds a manifest there, so an unchanged,
-        settled folder means an unchanged version, and the LanceDB call (a hop to its
-        event loop, several ms on busy cores) is skipped."""
-        stamp = _stamp(versions_dir)
+        settled folder means an unchanged version; otherwise the folder's manifest names
+        give the latest version (:func:`~ragline.store.lance_cache.latest_version`).
+        Either way the LanceDB call (a hop to its event loop, several ms on busy cores,
+        and ``import lancedb`` in a process that has not needed it yet) is skipped;
+        ``latest()`` answers only for a table without a local folder."""
+        stamp = settled_stamp(versions_dir)
         snap = self._snapshot
         if stamp is not None and snap is not None and snap.table == name and snap.stamp == stamp:
             return snap
-        version = int(self._run(table.version()))
+        listed = latest_version(versions_dir) if versions_dir is not None else None
+        version = latest() if listed is None else listed
         if snap is not None and snap.table == name and snap.version == version:
             if stamp != snap.stamp:
                 snap = replace(snap, stamp=stamp)
@@ -327,6 +374,33 @@ class LanceMirror:
             self._building.start()
             return None
 
+    def lacks(self, name: str) -> bool:
+        """Whether no snapshot of table ``name`` is built or being built (the first
+        search of a process, or the first after a rebuild swapped the table)."""
+        snap = self._snapshot
+        return self._building is None and (snap is None or snap.table != name)
+
+    def adopt(self, cached: CachedRows, handle: Pinned, stamp: tuple[int, int] | None) -> Snapshot:
+        """Build and install the snapshot of a cached table version (rows read from
+        the search cache rather than LanceDB; the caller checked the version)."""
+        rows = cached.rows
+        rowids = rows.column("_rowid").to_numpy().astype(np.uint64)
+        batches = (rows.slice(at, REFRESH_BATCH) for at in range(0, rows.num_rows, REFRESH_BATCH))
+        with self._lock:
+            self.dimension = cached.dimension
+            snap = build_snapshot(
+                None,
+                cached.table,
+                cached.version,
+                handle,
+                rowids,
+                batches,
+                self.dimension,
+                self.keep_rows,
+                self.layout(len(rowids)),
+            )
+            return self._install(replace(snap, stamp=stamp))
+
     def _install(self, snap: Snapshot) -> Snapshot:
         self._snapshot = snap
         self._masks.clear()
@@ -348,29 +422,29 @@ class LanceMirror:
 
     def _diff(
         self, name: str, version: int, old: Snapshot | None
-    ) -> tuple[AsyncTable, npt.NDArray[np.uint64], npt.NDArray[np.uint64], Snapshot | None]:
+    ) -> tuple[Pinned, npt.NDArray[np.uint64], npt.NDArray[np.uint64], Snapshot | None]:
         """(handle pinned to ``version``, its row ids, the row ids to read, the snapshot
         to build on: ``old``, or None — every row read again — when the row count moved
         it to another layout or when most rows are new (a compaction renumbers them all,
         a re-ingest may replace most): what was estimated on the old rows, the
         principal-component basis of the codes, then follows the corpus, at the cost of
         reading at most as many rows again as the refresh reads anyway)."""
-        handle: AsyncTable = self._run(self._open_at(name, version))
-        keys = self._run(handle.query().select([]).with_row_id().to_arrow())
+        table = self._open_at(name, version)
+        keys = self._run(table.query().select([]).with_row_id().to_arrow())
         rowids = keys.column("_rowid").to_numpy().astype(np.uint64)
         if old is not None and old.vectors.layout != self.layout(len(rowids)):
             old = None
         fresh = rowids if old is None else rowids[~np.isin(rowids, old.rowids)]
         if old is not None and 2 * len(fresh) > len(rowids):
             old, fresh = None, rowids
-        return handle, rowids, fresh, old
+        return Pinned(table), rowids, fresh, old
 
     def _refresh(
         self,
         name: str,
         version: int,
         old: Snapshot | None,
-        handle: AsyncTable,
+        handle: Pinned,
         rowids: npt.NDArray[np.uint64],
         fresh: npt.NDArray[np.uint64],
     ) -> Snapshot:
@@ -381,7 +455,7 @@ class LanceMirror:
             """The new rows, read REFRESH_BATCH at a time (bounded memory at 1M rows)."""
             for start in range(0, len(fresh), REFRESH_BATCH):
                 part = fresh[start : start + REFRESH_BATCH].tolist()
-                take = handle.take_row_ids(part).select(columns).with_row_id()
+                take = handle.get().take_row_ids(part).select(columns).with_row_id()
                 yield self._run(take.to_arrow())
 
         return build_snapshot(
@@ -405,10 +479,12 @@ class LanceMirror:
         cached = self._masks.get(key, _UNCACHED)
         if cached is not _UNCACHED:
             return cached  # type: ignore[return-value]
-        query = snap.handle.query().where(predicate).select([]).with_row_id()
-        rows = self._run(query.to_arrow())
-        found = np.zeros(snap.rows, dtype=bool)
-        found[snap.positions(rows.column("_rowid").to_numpy().astype(np.uint64))] = True
+        found = held_equality(snap, predicate)
+        if found is None:
+            query = snap.handle.get().query().where(predicate).select([]).with_row_id()
+            rows = self._run(query.to_arrow())
+            found = np.zeros(snap.rows, dtype=bool)
+            found[snap.positions(rows.column("_rowid").to_numpy().astype(np.uint64))] = True
         mask = None if found.all() else found
         with self._lock:
             self._masks[key] = mask
@@ -460,7 +536,7 @@ class LanceMirror:
         """(the positions whose rows LanceDB still has, their ``columns`` in that
         order), read by row id from ``snap``'s pinned handle in one take."""
         wanted = snap.rowids[positions]
-        take = snap.handle.take_row_ids(wanted.tolist()).select(columns).with_row_id()
+        take = snap.handle.get().take_row_ids(wanted.tolist()).select(columns).with_row_id()
         disk: pa.Table = self._run(take.to_arrow())
         got = disk.column("_rowid").to_numpy().astype(np.uint64)
         order = np.argsort(got, kind="stable")

@@ -15,13 +15,11 @@ import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from lancedb.query import FullTextOperator, MultiMatchQuery
-from lancedb.table import AsyncTable
 
 from ragline.embed.base import Vectors
 from ragline.fusion import weighted_pairs, weighted_positions
@@ -35,13 +33,23 @@ from ragline.store.base import (
 )
 from ragline.store.filter_sql import chunk_predicate
 from ragline.store.filters import sql_in_list
+from ragline.store.lance_cache import latest_version, read_rows
 from ragline.store.lance_indexes import KEYWORD_FIELDS
-from ragline.store.lance_memory import LanceMirror, Snapshot
+from ragline.store.lance_memory import (
+    BACKGROUND_ROWS,
+    LanceMirror,
+    Pinned,
+    Snapshot,
+    settled_stamp,
+)
 from ragline.store.lance_tables import Meta, run
 from ragline.store.stages import STAGES
 from ragline.store.vector_index import IntArray
 from ragline.text.bm25 import query_counts
 from ragline.types import Chunk, FieldBoosts, Filters, Fused
+
+if TYPE_CHECKING:  # LanceDB's own queries import it when they run (store/lance_cache.py)
+    from lancedb.table import AsyncTable
 
 #: Longest keyword query kept, in characters (BM25 over a whole page is noise).
 MAX_QUERY_CHARS = 2000
@@ -68,6 +76,10 @@ class _LanceHandles(Protocol):
     _mirror: LanceMirror | None
 
     def _table(self) -> AsyncTable: ...
+
+    def _live(self) -> str: ...
+
+    def _pinned(self, name: str, version: int) -> AsyncTable: ...
 
 
 def sanitize_fts_query(text: str) -> str:
@@ -227,14 +239,43 @@ def mirror_snapshot(s: _LanceHandles, *, wait: bool = False) -> Snapshot | None:
     is off or still being built (LanceDB's own queries answer meanwhile)."""
     if s._mirror is None:
         return None
-    table = s._table()
     try:
+        name = s._live()
         versions = versions_dir(s)
-        return s._mirror.snapshot(table, s._chunks_name, s._dimension, versions, wait=wait)
+        if s._mirror.lacks(name):
+            cached = cached_snapshot(s, s._mirror, name, versions)
+            if cached is not None:
+                return cached
+
+        def latest() -> int:
+            return int(run(s._table().version()))
+
+        return s._mirror.snapshot(latest, name, s._dimension, versions, wait=wait)
     except StoreError:
         raise
     except Exception as exc:
         raise StoreError(f"{s.path}: cannot load the search indexes: {exc}") from exc
+
+
+def cached_snapshot(
+    s: _LanceHandles, mirror: LanceMirror, name: str, versions: Path
+) -> Snapshot | None:
+    """The snapshot of table ``name`` built from the search cache, when the cache
+    holds the table's latest version (the first search of a new process then never
+    imports LanceDB); None otherwise: no cache, an older version, a table a reader
+    builds in the background, or no recorded model to vouch for its dimension."""
+    if s._meta.fingerprint is None:
+        return None
+    stamp = settled_stamp(versions)  # before the listing, as LanceMirror.snapshot does
+    version = latest_version(versions)
+    if version is None:
+        return None
+    cached = read_rows(s.path, name, version)
+    if cached is None or cached.rows.num_rows > BACKGROUND_ROWS:
+        return None
+    if cached.dimension != s._dimension:
+        return None
+    return mirror.adopt(cached, Pinned(open_it=partial(s._pinned, name, version)), stamp)
 
 
 def versions_dir(s: _LanceHandles) -> Path:
@@ -362,6 +403,8 @@ def keyword_query(
     ]
     if not weighted:
         return None
+    from lancedb.query import FullTextOperator, MultiMatchQuery
+
     fts = MultiMatchQuery(
         text,
         [f for f, _ in weighted],

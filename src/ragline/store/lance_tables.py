@@ -15,18 +15,19 @@ import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
-from lancedb.background_loop import LOOP
-from lancedb.db import AsyncConnection
-from lancedb.table import AsyncTable
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import DOCUMENT_COLUMNS, StoreError, check_vectors, metadata_json
 from ragline.store.lance_indexes import VectorIndexPlan
 from ragline.types import Chunk, DocumentRecord
+
+if TYPE_CHECKING:  # lancedb is imported on the first call into it (store/lance_cache.py)
+    from lancedb.db import AsyncConnection
+    from lancedb.table import AsyncTable
 
 T = TypeVar("T")
 
@@ -197,6 +198,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     once: the sync ``lancedb.Table`` wrapper makes several hops per query (≈ 2 ms
     of the ~6 ms a 20k-row keyword search took through it).
     """
+    from lancedb.background_loop import LOOP
+
     try:
         return cast(T, LOOP.run(coro))  # type: ignore[no-untyped-call]
     except (StoreError, StopAsyncIteration):

@@ -4,7 +4,7 @@ LanceStore lets LanceDB tokenise and score; the SQL and Qdrant stores compute
 the same numbers from this module, so every store ranks a keyword query alike
 and ``Hit.keyword_score`` means the same thing everywhere.
 
-What LanceDB 0.40 does for ragline's FTS index (``lance._FTS_CONFIG``; read
+What LanceDB 0.40 does for ragline's FTS index (``lance_indexes._fts_config``; read
 from lance's ``lance-index``/``lance-tokenizer`` sources and checked against a
 real table, see ``tests/store/test_contract.py``), in order:
 
