@@ -29,8 +29,10 @@ from ragline.store.base import (
     StoreInfo,
     candidates_in_turn,
     check_vectors,
+    metadata_json,
     record_or_read,
 )
+from ragline.store.filters import metadata_filter_values
 from ragline.types import Chunk, FieldBoosts, Filters
 
 T = TypeVar("T")
@@ -126,6 +128,25 @@ def fill(
             discard()
         raise
     return count
+
+
+def flat_chunk(
+    chunk: Chunk, names: Iterable[str], heading_path: Callable[[list[str]], object]
+) -> dict[str, Any]:
+    """A chunk's ``names`` fields as a flat record without nulls (what Chroma metadata
+    and FalkorDB properties can hold): the metadata as JSON text, the heading path
+    as ``heading_path`` makes it, and the filterable metadata keys as keys of their own."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(chunk, name)
+        if name == "heading_path":
+            value = heading_path(list(value))
+        elif name == "metadata":
+            value = metadata_json(value)
+        if value is not None:
+            out[name] = value
+    out.update(metadata_filter_values(chunk.metadata))
+    return out
 
 
 def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
