@@ -204,13 +204,7 @@ class QdrantStore(QdrantWrites):
                         updates,
                         wait=True,
                     )
-            self._call(
-                "recording BM25 statistics",
-                self._put_state,
-                StoreState(
-                    state.chunks, state.generation, state.dimension, state.fingerprint, avgdl
-                ),
-            )
+            self._put_avgdl(state, avgdl)
 
     def _create_next(self, old: StoreState, fingerprint: ModelFingerprint) -> StoreState:
         generation = old.generation + 1
