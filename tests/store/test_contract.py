@@ -513,6 +513,22 @@ def test_rebuild_swaps_in_a_new_model(store: Store) -> None:
     assert ids(keyword_search(store, "gradient", 5)) == ["acme/a/0"]
 
 
+def test_a_failed_rebuild_leaves_the_store_as_it_was(store: Store) -> None:
+    write(store, "a", PASSAGES[:3], seed=1)
+    store.fingerprint(FP)
+    (chunks, _), *_ = list(store.iter_chunks(2))
+    wide = ModelFingerprint(name="wide", dimension=DIM * 2, digest="e" * 64)
+    rng = np.random.default_rng(9)
+    good = (chunks, unit(rng, len(chunks), DIM * 2))
+    bad = (chunks, unit(rng, len(chunks), DIM))  # the old width: refused mid-copy
+    with pytest.raises(StoreError):
+        store.rebuild(wide, [good, bad])
+    assert store.fingerprint() == FP
+    assert store.info().chunks == 3
+    assert len(vector_search(store, unit(rng, 1, DIM)[0], 5)) == 3
+    assert ids(keyword_search(store, "gradient", 5)) == ["acme/a/0"]
+
+
 # --------------------------------------------------------------------- crash
 
 _WRITER = textwrap.dedent(

@@ -98,6 +98,24 @@ def test_fill_skips_empty_batches_and_discards_on_failure() -> None:
     assert discarded == [True]
 
 
+def test_fill_runs_then_after_the_chunks_and_discards_when_it_fails() -> None:
+    steps: list[str] = []
+
+    def then() -> None:
+        steps.append("then")
+        raise OSError("records")
+
+    with pytest.raises(OSError):
+        fill(
+            [([_chunk(0)], np.ones((1, 3), np.float32))],
+            3,
+            lambda chunks, v: steps.append("write"),
+            lambda: steps.append("discard"),
+            then=then,
+        )
+    assert steps == ["write", "then", "discard"]
+
+
 def test_batches_cover_everything_in_order() -> None:
     assert [list(b) for b in batches(list(range(5)), 2)] == [[0, 1], [2, 3], [4]]
     assert list(batches([], 3)) == []

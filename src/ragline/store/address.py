@@ -79,6 +79,11 @@ class StoreBackend:
     in_folder: Callable[[StoreLocation], bool] = _never_missing
 
 
+def folder_target(location: StoreLocation) -> bool:
+    """``in_folder`` of a backend with a local mode: the target is a folder, not a URL."""
+    return "://" not in location.target
+
+
 def url_options(query: str, text: str, *known: str) -> dict[str, str]:
     """A URL's query parameters, each one of ``known`` (else an error naming them)."""
     options = dict(parse_qsl(query, keep_blank_values=True))

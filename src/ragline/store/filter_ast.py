@@ -38,7 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -317,6 +317,19 @@ def is_equality(node: Node | None) -> bool:
     if isinstance(node, And):
         return all(is_equality(c) for c in node.children)
     return isinstance(node, Cond) and node.op == "eq"
+
+
+def compile_boolean(node: Node, leaf: Callable[[Cond], str]) -> str:
+    """``node`` as predicate text in the syntax SQL and Cypher share, ``leaf`` writing
+    each condition: operands parenthesised, ``$not`` as ``NOT coalesce((…), false)``
+    (a null operand, a missing key, passes it, as the semantics above say)."""
+    if isinstance(node, And):
+        return " AND ".join(f"({compile_boolean(c, leaf)})" for c in node.children)
+    if isinstance(node, Or):
+        return " OR ".join(f"({compile_boolean(c, leaf)})" for c in node.children)
+    if isinstance(node, Not):
+        return f"NOT coalesce(({compile_boolean(node.child, leaf)}), false)"
+    return leaf(node)
 
 
 # -------------------------------------------------------------- evaluation

@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ragline.store.filter_ast import RANGES, And, Cond, Node, Not, Or, parse
+from ragline.store.filter_ast import RANGES, Cond, Node, compile_boolean, parse
 from ragline.store.filters import CHUNK_FILTER_FIELDS, sql_literal
 
 Dialect = Literal["datafusion", "postgres", "sqlite"]
@@ -201,16 +201,10 @@ def compile_sql(node: Node | None, dialect: Dialect) -> str:
     """``node`` as a SQL predicate for ``dialect``; ``""`` for no filter."""
     if node is None:
         return ""
-    return _compile(node, dialect)
+    return compile_boolean(node, lambda cond: _leaf(cond, dialect))
 
 
-def _compile(node: Node, dialect: Dialect) -> str:
-    if isinstance(node, And):
-        return " AND ".join(f"({_compile(c, dialect)})" for c in node.children)
-    if isinstance(node, Or):
-        return " OR ".join(f"({_compile(c, dialect)})" for c in node.children)
-    if isinstance(node, Not):
-        return f"NOT COALESCE(({_compile(node.child, dialect)}), false)"
+def _leaf(node: Cond, dialect: Dialect) -> str:
     if node.field.column is not None:
         return _column(node, dialect)
     if dialect == "postgres":

@@ -57,6 +57,14 @@ CHUNK_METADATA_FILTERS: Mapping[str, re.Pattern[str]] = {
     "language": re.compile(r"^[a-z]{2,3}$"),
 }
 
+
+def metadata_filter_values(metadata: Mapping[str, object]) -> dict[str, str]:
+    """The :data:`CHUNK_METADATA_FILTERS` keys a chunk's metadata holds as text, for
+    a store to keep as keys of their own (so that they filter like columns)."""
+    found = {name: metadata.get(name) for name in CHUNK_METADATA_FILTERS}
+    return {name: value for name, value in found.items() if isinstance(value, str)}
+
+
 #: Filterable columns of the documents table.
 DOCUMENT_FILTER_FIELDS: Mapping[str, type] = {
     "doc_id": str,

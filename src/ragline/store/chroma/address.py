@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ragline.store.address import (
     StoreBackend,
     StoreLocation,
+    folder_target,
     local_folder,
     server_and_name,
     url_options,
@@ -34,7 +35,7 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> I
 
     collection = location.options.get("collection") or "ragline"
     terms = None
-    if not in_folder(location):  # a server: its BM25 term index is kept beside ragline's index
+    if not folder_target(location):  # a server: its BM25 term index is kept beside ragline's index
         host = location.target.split("://", 1)[1].replace(":", "_")
         terms = Path(settings.index_dir) / "chroma" / f"{host}_{collection}.sqlite"
     return ChromaStore(
@@ -46,9 +47,5 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> I
     )
 
 
-def in_folder(location: StoreLocation) -> bool:
-    return "://" not in location.target
-
-
 _SCHEMES = ("chroma", "chroma+http", "chroma+https", "chroma+local")
-CHROMA = StoreBackend("chroma", _SCHEMES, parse, open_store, in_folder)
+CHROMA = StoreBackend("chroma", _SCHEMES, parse, open_store, folder_target)

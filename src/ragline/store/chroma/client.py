@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ragline.store.base import CHUNK_COLUMNS, chunk_from_row, metadata_json
+from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
 from ragline.store.filter_ast import conditions, is_equality, parse
 from ragline.store.filters import CHUNK_FILTER_FIELDS, CHUNK_METADATA_FILTERS, to_sql_predicate
+from ragline.store.remote import flat_chunk
 from ragline.types import Chunk, Filters
 
 #: Chunk fields kept as Chroma metadata (the text is the record's document).
@@ -76,18 +77,7 @@ def to_where(filters: Filters | Mapping[str, Any] | None, **extra: Any) -> dict[
 def chunk_metadata(chunk: Chunk, write_id: str) -> dict[str, Any]:
     """A chunk's Chroma metadata: scalar fields as they are (None left out: Chroma
     stores no nulls), the heading path and metadata as JSON text, the write id."""
-    out: dict[str, Any] = {}
-    for name in _META_FIELDS:
-        value = getattr(chunk, name)
-        if name == "heading_path":
-            value = json.dumps(list(value))
-        elif name == "metadata":
-            value = metadata_json(value)
-        if value is not None:
-            out[name] = value
-    for name in CHUNK_METADATA_FILTERS:  # filterable metadata keys as their own keys
-        if isinstance(chunk.metadata.get(name), str):
-            out[name] = chunk.metadata[name]
+    out = flat_chunk(chunk, _META_FIELDS, json.dumps)
     out["write"] = write_id
     return out
 

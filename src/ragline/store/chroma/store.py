@@ -44,7 +44,7 @@ import contextlib
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,6 @@ from ragline.store.base import (
     StoreError,
     check_writes,
     positions,
-    takes_new_dimension,
 )
 from ragline.store.chroma.bm25 import TermIndex
 from ragline.store.chroma.client import (
@@ -123,7 +122,7 @@ def _new_token() -> str:
     return uuid.uuid4().hex
 
 
-class ChromaStore(RemoteStore):
+class ChromaStore(RemoteStore[_State]):
     """The :class:`~ragline.store.base.Store` on ChromaDB (server or local folder).
 
     ``location``: ``http://host:port`` or a folder; ``collection``: name prefix of
@@ -254,16 +253,6 @@ class ChromaStore(RemoteStore):
             if len(got["ids"]) < batch:
                 return
             offset += batch
-
-    # -------------------------------------------------------------- fingerprint
-
-    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
-        with self._lock:
-            state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self._count):
-                self.rebuild(fingerprint, [])
-                return
-            self._call("recording the model", self._put_state, state.with_(fingerprint=fingerprint))
 
     # ------------------------------------------------------------------- writes
 
@@ -520,29 +509,20 @@ class ChromaStore(RemoteStore):
             self._recover()
             self._terms()
 
-    def rebuild(
-        self,
-        fingerprint: ModelFingerprint,
-        batches: Iterable[tuple[list[Chunk], Vectors]],
-    ) -> int:
-        with self._lock:
-            old = self._fresh()
-            number = old.number + 1
-            name = f"{self.name}_chunks_{number}"
-            dimension = fingerprint.dimension
-            col = self._call("creating a collection", self._create_chunks, name)
-            count = remote.fill(
-                batches,
-                dimension,
-                lambda chunks, vecs: self._add(col, chunks, vecs, f"rebuild-{number}"),
-                lambda: self._client.delete_collection(name),
-            )
-            new = _State(name, number, dimension, fingerprint, _new_token())
-            self._call("swapping in the rebuilt collection", self._put_state, new)
-            with contextlib.suppress(Exception):
-                self._client.delete_collection(old.chunks)
-            self._terms()
-            return count
+    def _create_next(self, old: _State, fingerprint: ModelFingerprint) -> _State:
+        number = old.number + 1
+        name = f"{self.name}_chunks_{number}"
+        self._call("creating a collection", self._create_chunks, name)
+        return _State(name, number, fingerprint.dimension, fingerprint, _new_token())
+
+    def _fill_batch(self, new: _State, chunks: list[Chunk], vectors: Vectors) -> None:
+        self._add(self._chunks(new.chunks), chunks, vectors, f"rebuild-{new.number}")
+
+    def _drop(self, state: _State) -> None:
+        self._client.delete_collection(state.chunks)
+
+    def _rebuilt(self, count: int) -> None:
+        self._terms()
 
     def index_info(self) -> dict[str, Any]:
         state = self._fresh()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragline.store.filter_ast import METADATA_KEY, And, Cond, Node, Not, Or, parse
+from ragline.store.filter_ast import METADATA_KEY, Cond, compile_boolean, parse
 from ragline.store.filters import CHUNK_FILTER_FIELDS
 
 _OWN_KEYS = frozenset({"language"})
@@ -55,15 +55,6 @@ class _Compiler:
             return f"{self.var}.{name}"
         return f"{self.var}.`fm_{name}`"  # the key is checked: no backtick in it
 
-    def node(self, node: Node) -> str:
-        if isinstance(node, And):
-            return " AND ".join(f"({self.node(c)})" for c in node.children)
-        if isinstance(node, Or):
-            return " OR ".join(f"({self.node(c)})" for c in node.children)
-        if isinstance(node, Not):
-            return f"NOT coalesce(({self.node(node.child)}), false)"
-        return self.cond(node)
-
     def cond(self, cond: Cond) -> str:
         prop = self.prop(cond)
         if cond.op == "exists":
@@ -92,4 +83,4 @@ def chunk_where(
     if node is None:
         return [], {}
     compiler = _Compiler(var)
-    return [compiler.node(node)], compiler.params
+    return [compile_boolean(node, compiler.cond)], compiler.params

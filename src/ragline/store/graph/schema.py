@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ragline.embed.base import ModelFingerprint
-from ragline.store.base import CHUNK_COLUMNS, chunk_from_row, metadata_json
-from ragline.store.filters import CHUNK_METADATA_FILTERS
+from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
 from ragline.store.graph.filters import front_matter_properties
-from ragline.store.remote import check_format
+from ragline.store.remote import check_format, flat_chunk
 from ragline.text import bm25
 from ragline.types import Chunk, DocumentRecord
 
@@ -32,18 +31,7 @@ def term_key(field: int, term: str) -> str:
 def chunk_row(chunk: Chunk, vector: Sequence[float]) -> dict[str, Any]:
     """``CHUNKS_ADD`` parameters of one chunk: properties (nulls left out: a graph
     property cannot be null), the vector and its postings ``[[term key, tf]]``."""
-    props: dict[str, Any] = {}
-    for name in CHUNK_COLUMNS:
-        value = getattr(chunk, name)
-        if name == "heading_path":
-            value = list(value)
-        elif name == "metadata":
-            value = metadata_json(value)
-        if value is not None:
-            props[name] = value
-    for name in CHUNK_METADATA_FILTERS:  # filterable metadata keys as their own properties
-        if isinstance(chunk.metadata.get(name), str):
-            props[name] = chunk.metadata[name]
+    props = flat_chunk(chunk, CHUNK_COLUMNS, list)
     props.update(front_matter_properties(chunk.metadata))  # what metadata filters read
     terms = bm25.chunk_terms(chunk)
     props["headings"] = bm25.chunk_fields(chunk)["headings"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,10 +44,8 @@ from ragline.store.base import (
     DocumentWrite,
     StoreAbilities,
     StoreError,
-    check_vectors,
     check_writes,
     positions,
-    takes_new_dimension,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.graph import cypher
@@ -70,7 +68,7 @@ _PAGE = 1000
 _MAX_QUERY_CHARS = 2000
 
 
-class GraphStore(RemoteStore):
+class GraphStore(RemoteStore[GraphState]):
     """The :class:`~ragline.store.base.Store` on a FalkorDB server.
 
     ``url``: ``redis://host:port`` (or ``falkordb://``); ``graph``: the graph name
@@ -127,8 +125,7 @@ class GraphStore(RemoteStore):
                     )
                 state = GraphState(graph, 0, dimension, None)
                 self._create_graph(state, replace=False)
-                self._redis.set(self._key, state.to_json())
-                self._state = state
+                self._put_state(state)
             else:
                 self._state = GraphState.from_json(raw)
 
@@ -139,6 +136,7 @@ class GraphStore(RemoteStore):
     # ----------------------------------------------------------------- plumbing
 
     _passes = (StoreError, ValueError)
+    _target = "graph"
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """The shared guarded call, retried while the server is busy loading."""
@@ -185,6 +183,10 @@ class GraphStore(RemoteStore):
             raise StoreError(f"FalkorDB {self.url}: store state {self._key} is gone")
         self._state = GraphState.from_json(raw)
         return self._state
+
+    def _put_state(self, state: GraphState) -> None:
+        self._redis.set(self._key, state.to_json())
+        self._state = state
 
     @staticmethod
     def _text(query: str, params: dict[str, Any] | None) -> str:
@@ -242,18 +244,6 @@ class GraphStore(RemoteStore):
                 self._redis.execute_command("GRAPH.DELETE", state.graph)
         for statement in statements:
             self._query("creating the schema", statement, graph=state.graph)
-
-    # -------------------------------------------------------------- fingerprint
-
-    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
-        with self._lock:
-            state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self._count):
-                self.rebuild(fingerprint, [])
-                return
-            new = GraphState(state.graph, state.number, state.dimension, fingerprint)
-            self._call("recording the model", self._redis.set, self._key, new.to_json())
-            self._state = new
 
     # ------------------------------------------------------------------- writes
 
@@ -471,45 +461,30 @@ class GraphStore(RemoteStore):
             self._fresh()
             self._query("pruning terms", cypher.TERMS_PRUNE)
 
-    def rebuild(
-        self,
-        fingerprint: ModelFingerprint,
-        batches: Iterable[tuple[list[Chunk], Vectors]],
-    ) -> int:
-        with self._lock:
-            old = self._fresh()
-            number = old.number + 1
-            new = GraphState(f"{self.name}_{number}", number, fingerprint.dimension, fingerprint)
-            self._create_graph(new)
-            count = 0
-            try:
-                for chunks, vectors in batches:
-                    if not chunks:
-                        continue
-                    vecs = check_vectors(vectors, len(chunks), new.dimension, "chunks")
-                    self._transaction(
-                        "rebuilding", self._add_statements(chunks, vecs, []), graph=new.graph
-                    )
-                    count += len(chunks)
-                records = self.documents()
-                if records:
-                    self._transaction(
-                        "rebuilding",
-                        [
-                            (cypher.DOCUMENTS_ADD, {"docs": [document_props(r) for r in records]}),
-                            (cypher.CHUNKS_LINK, {"doc_ids": [r.doc_id for r in records]}),
-                        ],
-                        graph=new.graph,
-                    )
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    self._redis.execute_command("GRAPH.DELETE", new.graph)
-                raise
-            self._call("swapping in the rebuilt graph", self._redis.set, self._key, new.to_json())
-            self._state = new
-            with contextlib.suppress(Exception):
-                self._redis.execute_command("GRAPH.DELETE", old.graph)
-            return count
+    def _create_next(self, old: GraphState, fingerprint: ModelFingerprint) -> GraphState:
+        number = old.number + 1
+        new = GraphState(f"{self.name}_{number}", number, fingerprint.dimension, fingerprint)
+        self._create_graph(new)
+        return new
+
+    def _fill_batch(self, new: GraphState, chunks: list[Chunk], vectors: Vectors) -> None:
+        self._transaction("rebuilding", self._add_statements(chunks, vectors, []), graph=new.graph)
+
+    def _drop(self, state: GraphState) -> None:
+        self._redis.execute_command("GRAPH.DELETE", state.graph)
+
+    def _fill_rest(self, new: GraphState) -> None:
+        """The live graph's document records into the rebuilt one, linked to its chunks."""
+        records = self.documents()
+        if records:
+            self._transaction(
+                "rebuilding",
+                [
+                    (cypher.DOCUMENTS_ADD, {"docs": [document_props(r) for r in records]}),
+                    (cypher.CHUNKS_LINK, {"doc_ids": [r.doc_id for r in records]}),
+                ],
+                graph=new.graph,
+            )
 
     def index_info(self) -> dict[str, Any]:
         state = self._fresh()

@@ -11,6 +11,7 @@ from ragline.store.address import (
     StoreBackend,
     StoreLocation,
     StoreUrlError,
+    folder_target,
     local_folder,
     netloc,
     safe_url,
@@ -47,9 +48,5 @@ def open_store(location: StoreLocation, settings: Settings, dimension: int) -> I
     )
 
 
-def in_folder(location: StoreLocation) -> bool:
-    return "://" not in location.target
-
-
 _SCHEMES = ("qdrant", "qdrant+http", "qdrant+https", "qdrant+local")
-QDRANT = StoreBackend("qdrant", _SCHEMES, parse, open_store, in_folder)
+QDRANT = StoreBackend("qdrant", _SCHEMES, parse, open_store, folder_target)

@@ -23,7 +23,7 @@ from ragline.text import bm25
 from ragline.types import Filters
 
 
-class QdrantConnection(RemoteStore):
+class QdrantConnection(RemoteStore[StoreState]):
     """Opens the store; ``location``, ``collection`` and the rest: see QdrantStore."""
 
     def __init__(

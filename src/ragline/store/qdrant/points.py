@@ -18,7 +18,7 @@ from ragline.store.base import (
     metadata_json,
 )
 from ragline.store.filter_qdrant import chunk_filter, front_matter_payload
-from ragline.store.filters import CHUNK_FILTER_FIELDS, to_sql_predicate
+from ragline.store.filters import CHUNK_FILTER_FIELDS, metadata_filter_values, to_sql_predicate
 from ragline.text import bm25
 from ragline.types import Chunk, Filters
 
@@ -91,8 +91,7 @@ def chunk_payload(chunk: Chunk, write_id: str, lengths: Mapping[str, int]) -> di
     payload = {name: getattr(chunk, name) for name in CHUNK_COLUMNS}
     payload["heading_path"] = list(chunk.heading_path)
     payload["metadata"] = metadata_json(chunk.metadata)
-    if isinstance(chunk.metadata.get("language"), str):  # the ``language`` filter's key
-        payload["language"] = chunk.metadata["language"]
+    payload.update(metadata_filter_values(chunk.metadata))  # the ``language`` filter's key
     payload.update(front_matter_payload(chunk.metadata))  # what metadata filters read
     payload["write"] = write_id
     payload["bm25_len"] = dict(lengths)

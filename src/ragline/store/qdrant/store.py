@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from qdrant_client import models
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import remote
-from ragline.store.base import (
-    DOCUMENT_COLUMNS,
-    positions,
-    takes_new_dimension,
-)
+from ragline.store.base import DOCUMENT_COLUMNS, positions
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.qdrant.client import create_chunks
 from ragline.store.qdrant.points import (
@@ -39,20 +34,6 @@ class QdrantStore(QdrantWrites):
     ``location``: a server URL or a local folder; ``collection``: name prefix of
     the store's collections; ``dimension``: vector size for a new store.
     """
-
-    def _record_fingerprint(self, fingerprint: ModelFingerprint) -> None:
-        with self._lock:
-            state = self._fresh()
-            if takes_new_dimension(fingerprint, state.dimension, self._count):
-                self.rebuild(fingerprint, [])
-                return
-            self._call(
-                "recording the model",
-                self._put_state,
-                StoreState(
-                    state.chunks, state.generation, state.dimension, fingerprint, state.avgdl
-                ),
-            )
 
     def documents(self, tenant: str | None = None) -> list[DocumentRecord]:
         with self._lock:
@@ -223,36 +204,22 @@ class QdrantStore(QdrantWrites):
                         updates,
                         wait=True,
                     )
-            self._call(
-                "recording BM25 statistics",
-                self._put_state,
-                StoreState(
-                    state.chunks, state.generation, state.dimension, state.fingerprint, avgdl
-                ),
-            )
+            self._put_avgdl(state, avgdl)
 
-    def rebuild(
-        self,
-        fingerprint: ModelFingerprint,
-        batches: Iterable[tuple[list[Chunk], Vectors]],
-    ) -> int:
-        with self._lock:
-            old = self._fresh()
-            generation = old.generation + 1
-            name = f"{self.name}_chunks_{generation}"
-            dimension = fingerprint.dimension
-            self._call("creating a collection", create_chunks, self._client, name, dimension)
-            count = remote.fill(
-                batches,
-                dimension,
-                lambda chunks, vecs: self._upsert(
-                    name, self._points(chunks, vecs, f"rebuild-{generation}", old.avgdl)
-                ),
-                lambda: self._client.delete_collection(name),
-            )
-            self._put_state(StoreState(name, generation, dimension, fingerprint, old.avgdl))
-            with contextlib.suppress(Exception):
-                self._client.delete_collection(old.chunks)
-            if count:
-                self.optimize()
-            return count
+    def _create_next(self, old: StoreState, fingerprint: ModelFingerprint) -> StoreState:
+        generation = old.generation + 1
+        name = f"{self.name}_chunks_{generation}"
+        dimension = fingerprint.dimension
+        self._call("creating a collection", create_chunks, self._client, name, dimension)
+        return StoreState(name, generation, dimension, fingerprint, old.avgdl)
+
+    def _fill_batch(self, new: StoreState, chunks: list[Chunk], vectors: Vectors) -> None:
+        points = self._points(chunks, vectors, f"rebuild-{new.generation}", new.avgdl)
+        self._upsert(new.chunks, points)
+
+    def _drop(self, state: StoreState) -> None:
+        self._client.delete_collection(state.chunks)
+
+    def _rebuilt(self, count: int) -> None:
+        if count:
+            self.optimize()

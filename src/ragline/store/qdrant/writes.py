@@ -4,6 +4,7 @@ written; ``_recover`` rolls an interrupted write forward or back."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -98,13 +99,12 @@ class QdrantWrites(QdrantConnection):
             self._upsert(state.chunks, points)
             self._finish(state.chunks, journal_id, journal)
             if avgdl is not state.avgdl:
-                self._call(
-                    "recording BM25 statistics",
-                    self._put_state,
-                    StoreState(
-                        state.chunks, state.generation, state.dimension, state.fingerprint, avgdl
-                    ),
-                )
+                self._put_avgdl(state, avgdl)
+
+    def _put_avgdl(self, state: StoreState, avgdl: dict[str, float]) -> None:
+        """The store point with new BM25 average field lengths (a write, optimize())."""
+        new = dataclasses.replace(state, avgdl=avgdl)
+        self._call("recording BM25 statistics", self._put_state, new)
 
     @staticmethod
     def _batch_avgdl(chunks: Sequence[Chunk]) -> dict[str, float]:
