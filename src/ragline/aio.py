@@ -5,15 +5,17 @@ call runs on a worker thread of its own pool, so the event loop never blocks and
 overlap where the work allows it (store and LLM I/O; the embedding and reader runs
 release the GIL in onnxruntime; concurrent queries share the query-embedding batcher).
 ``ask_stream`` bridges the token stream to an async iterator and stops the producer when
-the consumer leaves early.
+the consumer leaves early; the server's SSE routes use the same bridge
+(:func:`iterate_in_thread`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, cast
 
@@ -25,6 +27,78 @@ from ragline.types import Answer, SearchResult, StreamEvent
 
 T = TypeVar("T")
 _END = object()
+
+
+async def iterate_in_thread(
+    start: Callable[[], Iterator[T]],
+    *,
+    name: str = "ragline-stream",
+    pool: Executor | None = None,
+) -> AsyncGenerator[T, None]:
+    """Items of ``start()`` as they are produced in a worker thread: a blocking
+    pipeline (embedding, the store, the generator's HTTP stream) streamed to the loop.
+
+    ``start`` runs in the thread too (it may block: retrieval happens before the
+    first event). An exception in the thread is re-raised here. Leaving the ``async
+    for`` early (or being cancelled) stops the worker at its next item and closes the
+    iterator there, in its own thread, which ends the generator's HTTP stream or model
+    loop instead of letting it run for nobody. The worker is a daemon thread named
+    ``name``, or with ``pool`` one of its threads, and then leaving waits for it to
+    finish, so the pool's bound on concurrent calls holds.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    stop = threading.Event()
+
+    def put(item: object) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            stop.set()
+
+    def work() -> None:
+        iterator: Iterator[T] | None = None
+        try:
+            iterator = start()
+            for item in iterator:
+                if stop.is_set():
+                    break
+                put(item)
+        except BaseException as exc:
+            put(_Failure(exc))
+        finally:
+            close = getattr(iterator, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):  # a finished or broken generator
+                    close()
+            put(_END)
+
+    done: asyncio.Future[None] | None = None
+    if pool is None:
+        threading.Thread(target=work, name=name, daemon=True).start()
+    else:
+        done = loop.run_in_executor(pool, work)
+    try:
+        while True:
+            item = await queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.exc
+            yield cast(T, item)
+    finally:
+        stop.set()
+        if done is not None:
+            await done
+
+
+class _Failure:
+    """An exception raised in the worker, on its way to the consumer."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
 
 
 class AsyncRagline:
@@ -101,41 +175,17 @@ class AsyncRagline:
     ) -> AsyncIterator[StreamEvent]:
         """:meth:`Ragline.ask_stream` as an async iterator: ``token``/``citation``
         events as they are written, then ``done``."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        stop = threading.Event()
 
-        def produce() -> None:
-            events: Iterator[StreamEvent] | None = None
-            try:
-                self._ready()
-                events = self.rag.ask_stream(
-                    question, history=history, selected_text=selected_text, hooks=hooks, **search
-                )
-                for event in events:
-                    loop.call_soon_threadsafe(queue.put_nowait, event)
-                    if stop.is_set():
-                        break
-            except BaseException as exc:  # handed to the consumer, raised there
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-            finally:
-                close = getattr(events, "close", None)
-                if callable(close):
-                    close()  # the generator's own clean-up (an LLM connection)
-                loop.call_soon_threadsafe(queue.put_nowait, _END)
+        def start() -> Iterator[StreamEvent]:
+            self._ready()
+            return self.rag.ask_stream(
+                question, history=history, selected_text=selected_text, hooks=hooks, **search
+            )
 
-        done = loop.run_in_executor(self._pool, produce)
-        try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield cast(StreamEvent, item)
-        finally:
-            stop.set()
-            await done
+        # aclosing: leaving early stops the worker now, not when the bridge is collected.
+        async with contextlib.aclosing(iterate_in_thread(start, pool=self._pool)) as events:
+            async for event in events:
+                yield event
 
     async def reindex(self, batch_size: int = 512) -> int:
         """:meth:`Ragline.reindex`."""

@@ -10,16 +10,7 @@ from typing import Any
 from ragline.settings import Settings
 from ragline.store.filter_ast import FilterError, conditions, parse, value_count
 from ragline.types import Filters
-from ragline.validation import RequestProblem
-
-
-def _is_unicode(text: str) -> bool:
-    """False for a lone surrogate (JSON ``"\\ud800"``): no response body can carry it back."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+from ragline.validation import RequestProblem, is_unicode
 
 
 def request_filters(
@@ -38,7 +29,7 @@ def request_filters(
     if tenant is not None:
         merged.pop("tenant", None)  # never the caller's choice
     for key in merged:
-        if isinstance(key, str) and not _is_unicode(key):
+        if isinstance(key, str) and not is_unicode(key):
             raise RequestProblem(
                 f"{field}: the key {key!a} is not valid Unicode text (a lone surrogate)",
                 field=f"{field}.{ascii(key)[1:-1]}",

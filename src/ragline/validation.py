@@ -225,6 +225,16 @@ def clean_text(text: str) -> str:
 MARKUP_FACTOR = 20
 
 
+def is_unicode(text: str) -> bool:
+    """False for a lone surrogate (JSON ``"\\ud800"``, a file name that is not UTF-8):
+    no response body, tokenizer or database can carry it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_unicode(value: str, field: str) -> str:
     """``value`` when it is valid Unicode text; a lone surrogate (JSON ``"\\ud800"``)
     is not, and no tokenizer, hash or database can take it."""

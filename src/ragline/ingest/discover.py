@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragline.ingest.ignore import IgnoreRules
+from ragline.validation import is_unicode
 
 _NOT_UTF8_FILE = "file name is not valid UTF-8 (shown escaped); rename the file to index it"
 _NOT_UTF8_FOLDER = "folder name is not valid UTF-8 (shown escaped); its files are not read"
@@ -64,14 +65,6 @@ def escaped(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def outside_link(path: Path, root: Path) -> str | None:
     """Why a symbolic link ``path`` may not be read: it leads outside ``root`` (a
     link to /etc/passwd must not make that file searchable); None when it stays
@@ -99,7 +92,7 @@ def discover(root: Path, extensions: Iterable[str], ignore: IgnoreRules | None =
     if not os.path.lexists(root):
         raise FileNotFoundError(f"{root}: no such file or folder")
     root = resolved(root)
-    if not _utf8(str(root)):  # every document under it would carry the name
+    if not is_unicode(str(root)):  # every document under it would carry the name
         out.rejected.append((root, "path is not valid UTF-8 (shown escaped); rename it"))
         return out
     if not root.is_dir():
@@ -113,9 +106,9 @@ def discover(root: Path, extensions: Iterable[str], ignore: IgnoreRules | None =
     pruning = ignore is not None and not ignore.empty
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for d in dirnames:
-            if not d.startswith(".") and not _utf8(d):
+            if not d.startswith(".") and not is_unicode(d):
                 out.rejected.append((Path(dirpath) / d, _NOT_UTF8_FOLDER))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and _utf8(d))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and is_unicode(d))
         if pruning:
             dirnames[:] = _kept(ignore, root, Path(dirpath), dirnames, out.excluded, folder=True)
         for name in filenames:
@@ -126,7 +119,7 @@ def discover(root: Path, extensions: Iterable[str], ignore: IgnoreRules | None =
                 continue
             if pruning and not _kept(ignore, root, Path(dirpath), [name], out.excluded):
                 continue
-            problem = _NOT_UTF8_FILE if not _utf8(name) else None
+            problem = _NOT_UTF8_FILE if not is_unicode(name) else None
             problem = problem or not_a_file(path) or outside_link(path, root)
             if problem is None:
                 out.files.append(path)

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Encoding
 
 from ragline.embed.base import EmbeddingError, cached_file_sha256
+from ragline.embed.onnx import copy_tokenizer, cpu_session
 from ragline.embed.tokenizer import load_tokenizer
 from ragline.reader.spans import Window, sigmoid
 
@@ -88,7 +89,7 @@ class Reader:
         self._threads = threads
         self._lock = threading.Lock()
         self._session: ort.InferenceSession | None = None
-        tok = Tokenizer.from_str(load_tokenizer().to_str())
+        tok = copy_tokenizer(load_tokenizer())
         tok.no_padding()
         tok.enable_truncation(MAX_LENGTH, stride=STRIDE, strategy="only_second")
         self._pairs = tok
@@ -111,17 +112,8 @@ class Reader:
                 f"{self._path}: sha256 {digest} does not match the reader's {MODEL_SHA256}; "
                 "the model file is damaged or replaced: reinstall ragline"
             )
-        ort.disable_telemetry_events()
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self._threads or min(2, os.cpu_count() or 1)
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            session = ort.InferenceSession(
-                os.fspath(self._path), opts, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ReaderError(f"{self._path}: onnxruntime cannot load the reader: {exc}") from exc
+        threads = self._threads or min(2, os.cpu_count() or 1)
+        session = cpu_session(self._path, threads=threads, fail=ReaderError, what="reader")
         names = {i.name for i in session.get_inputs()}
         outs = [o.name for o in session.get_outputs()]
         if set(_INPUTS) - names or list(_OUTPUTS) != outs:

@@ -15,6 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ragline.aio import iterate_in_thread
 from ragline.answer.answerer import SearchOptions
 from ragline.serve import schemas as s
 from ragline.serve.conversations import NotSaved
@@ -23,7 +24,7 @@ from ragline.serve.errors import LOOKUP_RESPONSES, engine_error
 from ragline.serve.inputs import clean_context, clean_question, search_options
 from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import answer_body, citation_out, source_out, usage_of
-from ragline.serve.sse import format_event, iterate_in_thread
+from ragline.serve.sse import format_event
 from ragline.serve.state import AnswerRun, Caller, ServeState, log, new_query_id
 from ragline.serve.traces import trace_answer
 from ragline.settings import Settings

@@ -19,6 +19,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ragline.aio import iterate_in_thread
 from ragline.answer.answerer import SearchOptions
 from ragline.serve import schemas as s
 from ragline.serve.deps import CallerDep, StateDep, finish_row, wait_ready
@@ -26,7 +27,7 @@ from ragline.serve.errors import ERROR_RESPONSES, engine_error
 from ragline.serve.openapi import MAX_HISTORY_RAW_CHARS
 from ragline.serve.querylog import QueryLogRow
 from ragline.serve.shapes import citation_out, source_out, usage_of
-from ragline.serve.sse import format_event, iterate_in_thread
+from ragline.serve.sse import format_event
 from ragline.serve.state import AnswerRun, ServeState, log, new_query_id
 from ragline.serve.traces import trace_answer
 from ragline.store.base import StoreError
