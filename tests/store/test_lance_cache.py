@@ -180,3 +180,15 @@ def test_a_cold_search_never_imports_lancedb(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [3, False]
+
+
+def test_neighbours_come_from_the_held_columns_as_lancedb_gives_them(tmp_path: Path) -> None:
+    index(tmp_path / "index")
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    reader = LanceStore(tmp_path / "index", dimension=DIM)
+    for doc, wanted in (("a", None), ("a", [0, 2]), ("a", [3, 9]), ("b", [1]), ("zz", None)):
+        got = reader.chunks_by_index(doc, wanted)
+        assert got == plain.chunks_by_index(doc, wanted)
+        assert [c.chunk_index for c in got] == sorted(c.chunk_index for c in got)
+    assert len(reader.chunks_by_index("a")) == len(TEXTS)
+    assert reader._mirror is not None and reader._mirror._snapshot is not None

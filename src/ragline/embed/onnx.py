@@ -37,7 +37,7 @@ from ragline.embed.base import (
     l2_normalise,
     text_list,
 )
-from ragline.embed.tokenizer import TokenCounter, load_tokenizer
+from ragline.embed.tokenizer import TokenCounter, read_tokenizer
 
 #: Fingerprint name of the packaged model (an index records it).
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8-onnx"
@@ -214,14 +214,13 @@ class OnnxEmbedder:
         self._workers = threads or available_cores()
         self._max_batch_tokens = max_batch_tokens
 
-        base = tokenizer if tokenizer is not None else load_tokenizer()
-        self._encoder = copy_tokenizer(base)
+        self._encoder = read_tokenizer() if tokenizer is None else copy_tokenizer(tokenizer)
         self._encoder.no_padding()
         self._encoder.enable_truncation(max_length=max_tokens)
         if tokenizer is None:
             self._counter = TokenCounter()  # the shared tokenizer the chunkers count with
         else:
-            plain = copy_tokenizer(base)
+            plain = copy_tokenizer(tokenizer)
             plain.no_padding()
             plain.no_truncation()
             self._counter = TokenCounter(plain)

@@ -16,10 +16,9 @@ from tokenizers import Tokenizer
 MINILM_TOKENIZER = "minilm-tokenizer.json"
 
 
-@lru_cache(maxsize=4)
-def load_tokenizer(name: str = MINILM_TOKENIZER) -> Tokenizer:
-    """The shared tokenizer, padding and truncation off. It is cached: callers that
-    need truncation or padding must work on a copy, never mutate this one."""
+def read_tokenizer(name: str = MINILM_TOKENIZER) -> Tokenizer:
+    """A tokenizer of its own, padding and truncation off, read from the shipped file
+    (one parse, where copying the shared one serialises it and parses it again)."""
     path = resources.files("ragline.embed") / "assets" / name
     tok = Tokenizer.from_str(path.read_text(encoding="utf-8"))
     tok.no_padding()
@@ -27,11 +26,23 @@ def load_tokenizer(name: str = MINILM_TOKENIZER) -> Tokenizer:
     return tok
 
 
+@lru_cache(maxsize=4)
+def load_tokenizer(name: str = MINILM_TOKENIZER) -> Tokenizer:
+    """The shared tokenizer, padding and truncation off. It is cached: callers that
+    need truncation or padding must work on a copy, never mutate this one."""
+    return read_tokenizer(name)
+
+
 class TokenCounter:
-    """Counts tokens the way the embedding model does (special tokens excluded)."""
+    """Counts tokens the way the embedding model does (special tokens excluded).
+    The shared tokenizer is loaded on the first count: a search never counts."""
 
     def __init__(self, tokenizer: Tokenizer | None = None) -> None:
-        self._tok = tokenizer or load_tokenizer()
+        self._given = tokenizer
+
+    @property
+    def _tok(self) -> Tokenizer:
+        return self._given if self._given is not None else load_tokenizer()
 
     def __call__(self, text: str) -> int:
         if not text:

@@ -470,6 +470,9 @@ class LanceStore(ClosesOnExit):
         wanted = positions(indices)
         if wanted == []:
             return []
+        held = search.chunks_by_index(self, doc_id, wanted)
+        if held is not None:
+            return held
         table = self._table()
         pred = f"doc_id = {sql_literal(doc_id)}"
         if wanted is not None:

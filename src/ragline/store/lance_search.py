@@ -457,6 +457,24 @@ def vectors_for(s: _LanceHandles, ids: Sequence[str]) -> dict[str, Vectors]:
     return dict(zip(rows.column("id").to_pylist(), vecs, strict=True))
 
 
+def chunks_by_index(s: _LanceHandles, doc_id: str, wanted: list[int] | None) -> list[Chunk] | None:
+    """A document's chunks at the ``wanted`` positions (all when None), in order, from
+    the mirror's held columns (the neighbours an answer adds around each hit, without
+    a LanceDB query per hit); None when the mirror cannot say (off, being built, or
+    not holding those columns): LanceDB answers."""
+    snap = mirror_snapshot(s)
+    if snap is None or snap.held is None or s._mirror is None:
+        return None
+    found = snap.held.equal_to("doc_id", doc_id)
+    index = snap.held.columns.get("chunk_index")
+    if found is None or index is None or index.coded or index.valid is not None:
+        return None
+    if wanted is not None:
+        found &= np.isin(index.data, np.asarray(wanted, dtype=index.data.dtype))
+    chunks, _, _ = s._mirror.chunk_rows(snap, np.flatnonzero(found).astype(np.int64))
+    return sorted(chunks, key=lambda c: c.chunk_index)
+
+
 def positions_of(snap: Snapshot, ids: Sequence[str]) -> IntArray:
     """Positions in ``snap`` of the distinct ``ids`` it has, in first-seen order."""
     where = snap.position
