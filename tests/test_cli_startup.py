@@ -134,3 +134,22 @@ def test_search_path_loads_no_other_store_and_no_model_downloader() -> None:
         "requests",
     )
     assert sorted(m for m in modules if m.startswith(unwanted)) == []
+
+
+def _blas_timeout(extra: dict[str, str]) -> str:
+    """OPENBLAS_THREAD_TIMEOUT as a fresh interpreter that imports ragline, then numpy, sees it."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    env.update(PYTHONPATH=str(SRC), **extra)
+    code = "import ragline, numpy, os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_numpy_blas_workers_sleep_at_once_unless_the_user_says_otherwise() -> None:
+    """Set before numpy loads (its idle spinning cost a cold search ≈ 0.2 CPU-s); a
+    value the user exported wins."""
+    assert _blas_timeout({}) == "4"
+    assert _blas_timeout({"OPENBLAS_THREAD_TIMEOUT": "12"}) == "12"

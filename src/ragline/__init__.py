@@ -20,6 +20,13 @@ from ragline.lazy import lazy_getattr
 # (disable_telemetry_events() comes too late). Set here, before any part of
 # ragline imports onnxruntime, and inherited by every process ragline starts.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+# numpy's OpenBLAS workers spin-wait for 2^28 cycles after start-up and after each
+# call before they sleep: on idle cores ≈ 0.1 CPU-s per process for importing numpy
+# and ≈ 0.2 more after one small product, a sixth of a cold `ragline search`. 2^4
+# lets them sleep at once; a 100k × 384 float32 product stayed as fast (p50 11.6 ms
+# against 13.0, a 20k × 384 Gram matrix 36 against 44 ms; 2-core AMD EPYC, load 0.9,
+# issue 26's notes). Read when numpy loads, so set before any part of ragline does.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 def _defer_lance_rest_client() -> None:
