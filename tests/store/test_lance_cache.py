@@ -192,3 +192,20 @@ def test_neighbours_come_from_the_held_columns_as_lancedb_gives_them(tmp_path: P
         assert [c.chunk_index for c in got] == sorted(c.chunk_index for c in got)
     assert len(reader.chunks_by_index("a")) == len(TEXTS)
     assert reader._mirror is not None and reader._mirror._snapshot is not None
+
+
+def test_a_cache_without_every_chunk_column_is_a_miss(tmp_path: Path) -> None:
+    """A file another version of ragline wrote (columns missing) is never used."""
+    writer = index(tmp_path / "index")
+    version = run(writer._table().version())
+    cached = read_rows(writer.path, "chunks", version)
+    assert cached is not None
+    write_rows(writer.path, "chunks", version, cached.rows.drop_columns(["text"]))
+    assert read_rows(writer.path, "chunks", version, ["text"]) is None
+    reader = LanceStore(tmp_path / "index", dimension=DIM)
+    got = keyword_candidates(reader, "gradient descent", 10)
+    plain = LanceStore(tmp_path / "index", dimension=DIM, memory_index=False)
+    want = keyword_candidates(plain, "gradient descent", 10)
+    assert sorted(i for i, _ in got) == sorted(i for i, _ in want)
+    hits = reader.chunks_with_vectors(["acme/a/0"])
+    assert hits["acme/a/0"][0].text == TEXTS[0]  # from LanceDB's rows, text and all

@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,10 +96,12 @@ def write_rows(index: Path, table: str, version: int, rows: pa.Table) -> Path:
     return path
 
 
-def read_rows(index: Path, table: str, version: int) -> CachedRows | None:
-    """The cached rows of ``table`` at exactly ``version``; None when there is no
-    cache, it holds another version or format, or it cannot be read (the caller
-    then reads LanceDB)."""
+def read_rows(
+    index: Path, table: str, version: int, columns: Sequence[str] = ()
+) -> CachedRows | None:
+    """The cached rows of ``table`` at exactly ``version``, with ``columns`` among
+    them; None when there is no cache, it holds another version, format or other
+    columns, or it cannot be read (the caller then reads LanceDB)."""
     path = cache_path(index, table)
     try:
         with pa.OSFile(str(path), "rb") as source:  # read whole: the mirror copies it anyway
@@ -111,9 +114,9 @@ def read_rows(index: Path, table: str, version: int) -> CachedRows | None:
             ):
                 return None
             rows = reader.read_all()
-    except (OSError, pa.ArrowInvalid):
+    except Exception:  # a damaged or foreign file is a cache miss, never a failed search
         return None
-    if "vector" not in rows.column_names or "_rowid" not in rows.column_names:
+    if not {*columns, "vector", "_rowid"} <= set(rows.column_names):
         return None
     return CachedRows(table, version, rows.replace_schema_metadata(None))
 

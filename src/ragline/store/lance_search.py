@@ -9,6 +9,7 @@ keeps to table handles, writes and maintenance.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 import time
@@ -50,6 +51,8 @@ from ragline.types import Chunk, FieldBoosts, Filters, Fused
 
 if TYPE_CHECKING:  # LanceDB's own queries import it when they run (store/lance_cache.py)
     from lancedb.table import AsyncTable
+
+log = logging.getLogger(__name__)
 
 #: Longest keyword query kept, in characters (BM25 over a whole page is noise).
 MAX_QUERY_CHARS = 2000
@@ -270,12 +273,16 @@ def cached_snapshot(
     version = latest_version(versions)
     if version is None:
         return None
-    cached = read_rows(s.path, name, version)
+    cached = read_rows(s.path, name, version, CHUNK_COLUMNS)
     if cached is None or cached.rows.num_rows > BACKGROUND_ROWS:
         return None
     if cached.dimension != s._dimension:
         return None
-    return mirror.adopt(cached, Pinned(open_it=partial(s._pinned, name, version)), stamp)
+    try:
+        return mirror.adopt(cached, Pinned(open_it=partial(s._pinned, name, version)), stamp)
+    except Exception:  # rows this version cannot read: LanceDB's are the truth
+        log.warning("%s: the search cache of %s is unreadable", s.path, name, exc_info=True)
+        return None
 
 
 def versions_dir(s: _LanceHandles) -> Path:
