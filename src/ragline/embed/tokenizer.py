@@ -38,11 +38,13 @@ class TokenCounter:
     The shared tokenizer is loaded on the first count: a search never counts."""
 
     def __init__(self, tokenizer: Tokenizer | None = None) -> None:
-        self._given = tokenizer
+        self._tokenizer = tokenizer
 
     @property
     def _tok(self) -> Tokenizer:
-        return self._given if self._given is not None else load_tokenizer()
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer()
+        return self._tokenizer
 
     def __call__(self, text: str) -> int:
         if not text:
