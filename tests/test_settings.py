@@ -127,3 +127,47 @@ def test_a_section_checks_its_own_fields() -> None:
         AnswerSettings(generator="openai")
     assert RetrieveSettings(boost_title=2.0).boosts.title == 2.0
     assert isinstance(Settings(), AnswerSettings)
+
+
+def test_a_dotenv_file_is_read_under_the_environment_and_the_callers_values(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """settings/environment.py: the environment wins over `.env`, a value passed in
+    over both; names match in any case; a list setting takes JSON; ``_env_file=None``
+    reads no file."""
+    (tmp_path / ".env").write_text(
+        "RRF_K=11\n"
+        "ragline_tenant=from-file\n"
+        "export RETRIEVAL_TOP_K=7\n"
+        'RAGLINE_EXTENSIONS=\'[".md", ".txt"]\'\n'
+        "RAGLINE_NOT_A_SETTING=1\n"
+        "# a comment\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAGLINE_TENANT", "from-env")
+    monkeypatch.setenv("rrf_k", "30")
+    s = Settings()
+    assert (s.rrf_k, s.tenant, s.retrieval_top_k, s.extensions) == (
+        30,
+        "from-env",
+        7,
+        (".md", ".txt"),
+    )
+    assert {"rrf_k", "tenant", "retrieval_top_k", "extensions"} <= s.model_fields_set
+    s = Settings(rrf_k=40, tenant="passed")
+    assert (s.rrf_k, s.tenant, s.retrieval_top_k) == (40, "passed", 7)
+    s = Settings(_env_file=None)
+    assert (s.rrf_k, s.tenant, s.retrieval_top_k, s.extensions) == (
+        30,
+        "from-env",
+        Settings.model_fields["retrieval_top_k"].default,
+        Settings.model_fields["extensions"].default,
+    )
+
+
+def test_a_list_setting_that_is_not_json_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGLINE_CORS_ALLOW_ORIGINS", "https://a.example")
+    with pytest.raises(ValidationError, match="cors_allow_origins"):
+        Settings(_env_file=None)
+    monkeypatch.setenv("RAGLINE_CORS_ALLOW_ORIGINS", '["https://a.example"]')
+    assert Settings(_env_file=None).cors_allow_origins == ("https://a.example",)

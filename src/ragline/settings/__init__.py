@@ -1,4 +1,5 @@
-"""One typed settings object, read from the environment (and `.env`).
+"""One typed settings object, read from the environment (and `.env`:
+:mod:`ragline.settings.environment`).
 
 The retrieval names of the specification (``RRF_K``, ``RETRIEVAL_TOP_K``, …) are
 read as they are; everything else is prefixed ``RAGLINE_``. Every limit lives
@@ -12,8 +13,11 @@ passed a ``Settings`` all the same.
 
 from __future__ import annotations
 
-from pydantic import model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, model_validator
 
 from ragline.settings.answer import AnswerSettings
 from ragline.settings.common import (
@@ -28,6 +32,7 @@ from ragline.settings.common import (
     invalid_setting,
 )
 from ragline.settings.embed import EmbedSettings
+from ragline.settings.environment import environment_values, read_dotenv
 from ragline.settings.eval import EvalSettings
 from ragline.settings.ingest import IngestSettings
 from ragline.settings.lance import LanceSettings
@@ -86,17 +91,18 @@ class Settings(
     EmbedSettings,
     IngestSettings,
     StoreSettings,
-    BaseSettings,
 ):
-    """Everything ragline can be told, with the defaults it ships."""
+    """Everything ragline can be told, with the defaults it ships.
 
-    model_config = SettingsConfigDict(
-        env_prefix="RAGLINE_",
-        env_file=".env",
-        extra="ignore",
-        populate_by_name=True,
-        validate_default=True,
-    )
+    ``Settings(**values)`` reads the environment and ``_env_file`` (``.env`` in the
+    working folder; None: none) under ``values``."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
+
+    def __init__(self, _env_file: str | Path | None = ".env", **values: Any) -> None:
+        dotenv = read_dotenv(Path(_env_file)) if _env_file is not None else {}
+        found = environment_values(type(self).model_fields, os.environ, dotenv, values)
+        super().__init__(**found, **values)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
