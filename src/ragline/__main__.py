@@ -1,3 +1,3 @@
-from ragline.cli import app
+from ragline.cli import main
 
-app()
+main()

@@ -8,7 +8,6 @@ keeps to table handles, writes and maintenance.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import re
@@ -191,6 +190,8 @@ def hybrid(
         return rows, (time.perf_counter() - t0) * 1000.0
 
     async def both() -> list[tuple[pa.Table | None, float]]:
+        import asyncio  # only here: a search the mirror answers never loads it (≈ 0.1 CPU-s)
+
         return list(await asyncio.gather(timed(vector), timed(keyword)))
 
     (vrows, vms), (krows, kms) = run(both())
