@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt, plain
 
 SCHEMA = pa.schema(
     [
@@ -130,3 +130,37 @@ def test_strings_read_from_their_buffers_are_arrows_values(kind: pa.DataType) ->
     assert StringsAt.of(pa.array([], kind)).values_at(np.zeros(0, np.int64)) == []
     with pytest.raises(TypeError, match="not a string column"):
         StringsAt.of(pa.array([1, 2]))
+
+
+def _encoded(table: pa.Table) -> pa.Table:
+    """``table`` as the search cache stores it: strings dictionary-encoded."""
+    import pyarrow.compute as pc
+
+    for at, f in enumerate(table.schema):
+        if pa.types.is_string(f.type):
+            table = table.set_column(at, f.name, pc.dictionary_encode(table.column(at)))
+    return table
+
+
+def test_the_search_caches_encoded_rows_hold_like_plain_ones() -> None:
+    """Dictionary-encoded strings and numbers read from their buffers (the search
+    cache's path, without pyarrow.compute) give the held columns that plain rows
+    give, with nulls in every kind of column, sliced batches (an offset into the
+    buffers) and batches of several chunks."""
+    rng = np.random.default_rng(5)
+    whole = pa.concat_tables([batch(rng, 40, True), batch(rng, 25, False), batch(rng, 40, True)])
+    cuts = [whole.slice(0, 13), whole.slice(13, 50), whole.slice(63, 42)]
+    plain_rows = HeldColumnsBuilder(HELD, 105)
+    schema = _encoded(whole).schema
+    assert pa.types.is_dictionary(schema.field("title").type)
+    encoded_rows = HeldColumnsBuilder(pa.schema([plain(schema.field(n)) for n in HELD.names]), 105)
+    assert encoded_rows.schema == HELD
+    for cut in cuts:
+        plain_rows.add(cut)
+        encoded_rows.add(_encoded(cut))
+    a, b = plain_rows.done(), encoded_rows.done()
+    order = rng.permutation(105).tolist()
+    assert taken(a, order).to_pylist() == whole.take(order).select(HELD.names).to_pylist()
+    for name in HELD.names:
+        assert a.values_at(name, np.asarray(order)) == b.values_at(name, np.asarray(order))
+        assert (a.columns[name].valid is None) == (b.columns[name].valid is None), name

@@ -27,5 +27,10 @@ def arrow_vectors(table: pa.Table | pa.RecordBatch, dimension: int) -> Vectors:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if len(arr) == 0:
         return np.zeros((0, dimension), dtype=np.float32)
-    values = arr.flatten().to_numpy(zero_copy_only=False)
+    if pa.types.is_fixed_size_list(arr.type):  # its values buffer: no pyarrow.compute
+        size = arr.type.list_size
+        flat = arr.values.slice(arr.offset * size, len(arr) * size)
+    else:
+        flat = arr.flatten()
+    values = flat.to_numpy(zero_copy_only=False)
     return np.asarray(values, dtype=np.float32).reshape(len(arr), dimension)

@@ -9,6 +9,11 @@ arrays are allocated once at their final size and filled batch by batch, as
 :class:`~ragline.store.vector_index.VectorIndexBuilder` fills the vectors: no
 concatenated copy, and nothing refers to the buffers of LanceDB's reads (a slice
 of one can keep the whole read alive). Immutable once built.
+
+Nothing here imports ``pyarrow.compute`` for the rows the search cache holds (its
+strings come dictionary-encoded, nulls are read from the validity bitmaps): that
+import is ≈ 0.1 CPU-s of a cold `ragline search` (issue 26). Rows read from LanceDB
+are encoded with it.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 IntArray = npt.NDArray[np.int64]
 Codes = npt.NDArray[np.int32]
@@ -160,11 +164,16 @@ class HeldColumnsBuilder:
             if f.name in self.values:
                 self.data[f.name][a:b] = self._codes(f, column)
                 continue
-            nulls = column.is_null()
-            filled = column.fill_null(0) if column.null_count else column
-            self.data[f.name][a:b] = filled.to_numpy()
-            if column.null_count:  # rows before the first null are valid already
-                self._valid(f.name)[a:b] = ~nulls.to_numpy()
+            at = a
+            for chunk in column.chunks:
+                end = at + len(chunk)
+                valid = validity(chunk)
+                values = self.data[f.name][at:end]
+                values[:] = _numbers(chunk)
+                if valid is not None:  # rows before the first null are valid already
+                    values[~valid] = 0
+                    self._valid(f.name)[at:end] = valid
+                at = end
         self.filled = b
 
     def done(self) -> HeldColumns:
@@ -189,10 +198,12 @@ class HeldColumnsBuilder:
     def _codes(self, field: pa.Field, column: pa.ChunkedArray) -> Codes:
         """Codes of a batch's values, adding the values not seen before."""
         values, lookup = self.values[field.name], self.lookup[field.name]
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            encoded = pc.dictionary_encode(column).combine_chunks()
-            distinct = encoded.dictionary.to_pylist()
-            local = encoded.indices.fill_null(NULL).to_numpy(zero_copy_only=False)
+        if pa.types.is_dictionary(column.type):  # the search cache's strings
+            distinct, local = _dictionary_positions(column)
+        elif pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            import pyarrow.compute as pc  # rows read from LanceDB (it is loaded already)
+
+            distinct, local = _dictionary_positions(pc.dictionary_encode(column))
         else:  # lists and other nested values: one Python object a row
             distinct = column.to_pylist()
             local = np.arange(len(distinct))
@@ -223,6 +234,52 @@ def compact_codes(codes: Codes, values: list[Any]) -> list[Any]:
     renumber[used] = np.arange(len(used), dtype=np.int32)
     codes[:] = renumber[codes]
     return [values[i] for i in used.tolist()]
+
+
+def plain(field: pa.Field) -> pa.Field:
+    """``field`` with a dictionary type replaced by its value type (the search cache
+    stores strings encoded; the held columns are of the table's own types)."""
+    if pa.types.is_dictionary(field.type):
+        return field.with_type(field.type.value_type)
+    return field
+
+
+def validity(array: pa.Array) -> npt.NDArray[np.bool_] | None:
+    """Which rows of ``array`` hold a value, read from its validity bitmap; None when
+    none is null."""
+    bitmap = array.buffers()[0]
+    if not array.null_count or bitmap is None:
+        return None
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
+    return bits[array.offset : array.offset + len(array)].astype(bool)
+
+
+def _numbers(array: pa.Array) -> npt.NDArray[Any]:
+    """An integer or boolean array's values, whatever its null slots hold."""
+    data = array.buffers()[1]
+    n, at = len(array), array.offset
+    if data is None:  # all null
+        return np.zeros(n, array.type.to_pandas_dtype())
+    if pa.types.is_boolean(array.type):
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits[at : at + n].astype(bool)
+    return np.frombuffer(data, array.type.to_pandas_dtype())[at : at + n]
+
+
+def _dictionary_positions(column: pa.ChunkedArray) -> tuple[list[Any], IntArray]:
+    """A dictionary-encoded column's dictionary values (one chunk's after another)
+    and each row's position among them, ``NULL`` for a null."""
+    distinct: list[Any] = []
+    local: list[IntArray] = []
+    for chunk in column.chunks:
+        indices = chunk.indices
+        where = _numbers(indices).astype(np.int64) + len(distinct)
+        valid = validity(indices)
+        if valid is not None:
+            where[~valid] = NULL
+        local.append(where)
+        distinct.extend(chunk.dictionary.to_pylist())
+    return distinct, np.concatenate(local) if local else np.zeros(0, np.int64)
 
 
 def _key(value: Any) -> Any:
@@ -256,7 +313,8 @@ class StringsAt:
         _, offsets, data = array.buffers()
         ends = np.frombuffer(offsets, dtype=dtype) if offsets is not None else np.zeros(1, dtype)
         ends = ends[array.offset : array.offset + len(array) + 1]
-        nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+        valid = validity(array)
+        nulls = None if valid is None else ~valid
         return cls(ends, memoryview(data) if data is not None else memoryview(b""), nulls)
 
     def values_at(self, positions: IntArray) -> list[str | None]:

@@ -98,7 +98,7 @@ from ragline.store.lance_indexes import (
     plan_vector_index,
     table_indexes,
 )
-from ragline.store.lance_memory import BACKGROUND_ROWS, LanceMirror, Snapshot
+from ragline.store.lance_memory import BACKGROUND_ROWS, MEMORY_COLUMNS, LanceMirror, Snapshot
 from ragline.store.lance_search import sanitize_fts_query
 from ragline.store.lance_tables import (
     CHUNKS_TABLE,
@@ -580,7 +580,7 @@ class LanceStore(ClosesOnExit):
                     return
                 pinned = _run(self._open_at(name, version))
                 query = pinned.query().select([*CHUNK_COLUMNS, "vector"]).with_row_id()
-                write_rows(self.path, name, version, _run(query.to_arrow()))
+                write_rows(self.path, name, version, _run(query.to_arrow()), MEMORY_COLUMNS)
                 drop_stale(self.path, name)
             except (StoreError, OSError) as exc:
                 log.warning("%s: the search cache was not written: %s", self.path, exc)

@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from ragline.store.arrow import arrow_to_chunks, arrow_vectors
 from ragline.store.base import CHUNK_COLUMNS, chunk_from_row
-from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt
+from ragline.store.held_columns import HeldColumns, HeldColumnsBuilder, StringsAt, plain
 from ragline.store.keyword_index import KeywordIndex
 from ragline.store.lance_cache import latest_version
 from ragline.store.vector_index import (
@@ -218,7 +218,7 @@ def build_snapshot(
                 if held is None:
                     kept = old.held if old is not None else None
                     schema = kept.schema if kept is not None else batch.schema
-                    held = start(pa.schema([schema.field(c) for c in MEMORY_COLUMNS]))
+                    held = start(pa.schema([plain(schema.field(c)) for c in MEMORY_COLUMNS]))
                 held.add(batch)
             yield [chunk_terms(c) for c in arrow_to_chunks(batch)]
 
