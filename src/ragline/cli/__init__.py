@@ -127,6 +127,10 @@ app.command()(indexing.watch)
 app.command()(performance.stats)
 
 
+#: Allocations between two young-generation collections in a `ragline` process.
+YOUNG_GC_THRESHOLD = 2000
+
+
 def main() -> None:
     """The `ragline` command: the console script and ``python -m ragline``.
 
@@ -135,7 +139,14 @@ def main() -> None:
     objects again, ≈ 0.2 of the 1.8 CPU-s of a cold `ragline search` (perf,
     benchmarks/results/startup.md). The operating system takes the memory back all the
     same; files and stores are closed by the commands themselves, never by a
-    finaliser at exit. In-process callers (tests, CliRunner) call ``app``."""
+    finaliser at exit. In-process callers (tests, CliRunner) call ``app``.
+
+    The young generation is collected every 2,000 allocations rather than 700 (the
+    default of Python 3.13 on): a cold search's imports spent ≈ 0.09 CPU-s in 131
+    collections, ≈ 0.05 in 46 (gc.callbacks, 3 runs each)."""
+    threshold = gc.get_threshold()
+    if threshold[0] < YOUNG_GC_THRESHOLD:
+        gc.set_threshold(YOUNG_GC_THRESHOLD, *threshold[1:])
     try:
         app()
     finally:
