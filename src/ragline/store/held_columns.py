@@ -203,7 +203,8 @@ class HeldColumnsBuilder:
         elif pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
             import pyarrow.compute as pc  # rows read from LanceDB (it is loaded already)
 
-            distinct, local = _dictionary_positions(pc.dictionary_encode(column))
+            encoded = pc.dictionary_encode(column).combine_chunks()  # one dictionary
+            distinct, local = _dictionary_positions(pa.chunked_array([encoded]))
         else:  # lists and other nested values: one Python object a row
             distinct = column.to_pylist()
             local = np.arange(len(distinct))
