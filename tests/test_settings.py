@@ -154,6 +154,12 @@ def test_a_dotenv_file_is_read_under_the_environment_and_the_callers_values(
         (".md", ".txt"),
     )
     assert {"rrf_k", "tenant", "retrieval_top_k", "extensions"} <= s.model_fields_set
+    # the environment wins whatever name each source uses
+    monkeypatch.setenv("RAGLINE_RETRIEVAL_TOP_K", "9")
+    assert Settings().retrieval_top_k == 9
+    monkeypatch.delenv("RAGLINE_RETRIEVAL_TOP_K")
+    # a prefixed name is not a field's name: passed in, it is ignored like any extra
+    assert Settings(RAGLINE_TENANT="ignored").tenant == "from-env"
     s = Settings(rrf_k=40, tenant="passed")
     assert (s.rrf_k, s.tenant, s.retrieval_top_k) == (40, "passed", 7)
     s = Settings(_env_file=None)
@@ -171,3 +177,13 @@ def test_a_list_setting_that_is_not_json_names_the_setting(monkeypatch: pytest.M
         Settings(_env_file=None)
     monkeypatch.setenv("RAGLINE_CORS_ALLOW_ORIGINS", '["https://a.example"]')
     assert Settings(_env_file=None).cors_allow_origins == ("https://a.example",)
+
+
+def test_every_setting_is_read_from_names_the_environment_reader_knows() -> None:
+    """settings/environment.py reads a field's ``RAGLINE_`` name or its
+    ``AliasChoices``; a plain alias or a path would not be read, so none is declared."""
+    from ragline.settings.environment import env_names
+
+    for name, field in Settings.model_fields.items():
+        assert field.validation_alias is None or isinstance(field.validation_alias, AliasChoices)
+        assert env_names(name, field), name

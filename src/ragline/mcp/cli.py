@@ -34,7 +34,7 @@ def mcp_command(
     if index is not None:
         update["index_dir"] = index
     try:
-        settings = Settings(**update)  # type: ignore[arg-type]
+        settings = Settings(**update)
     except ValidationError as e:  # a usage error (exit 2) naming the setting
         typer.echo(f"error: {invalid_setting(e)}", err=True)
         raise typer.Exit(2) from None

@@ -26,7 +26,7 @@ def settings_or_exit(update: dict[str, object]) -> Settings:
     from ragline.settings import Settings
 
     try:
-        return Settings(**update)  # type: ignore[arg-type]
+        return Settings(**update)
     except ValidationError as e:
         first = e.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "settings"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, model_validator
 
@@ -99,10 +99,12 @@ class Settings(
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
 
-    def __init__(self, _env_file: str | Path | None = ".env", **values: Any) -> None:
-        dotenv = read_dotenv(Path(_env_file)) if _env_file is not None else {}
-        found = environment_values(type(self).model_fields, os.environ, dotenv, values)
-        super().__init__(**found, **values)
+    if not TYPE_CHECKING:  # mypy keeps the pydantic plugin's __init__, typed per field
+
+        def __init__(self, _env_file: str | Path | None = ".env", **values: Any) -> None:
+            dotenv = read_dotenv(Path(_env_file)) if _env_file is not None else {}
+            found = environment_values(type(self).model_fields, os.environ, dotenv, values)
+            super().__init__(**found, **values)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

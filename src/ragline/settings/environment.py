@@ -8,8 +8,9 @@ only one rule set, kept here as one pure function:
 * a field is read from ``RAGLINE_<FIELD>``, or, where it declares
   ``validation_alias=AliasChoices(...)``, from the first of those names that is
   set (the specification's bare names, ``RRF_K`` …); names match in any case;
-* the environment wins over the `.env` file, and a value the caller passes wins
-  over both;
+* the environment wins over the `.env` file whatever name each uses (an exported
+  ``RAGLINE_LLM_API_KEY`` beats the file's ``LLM_API_KEY``), and a value the
+  caller passes wins over both;
 * a tuple, list, set or dict field takes a JSON value (``["a", "b"]``); a value
   that is not JSON is handed on as text, so pydantic's error names the setting.
 """
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, AliasPath
+from pydantic import AliasChoices
 from pydantic.fields import FieldInfo
 
 PREFIX = "RAGLINE_"
@@ -36,10 +37,8 @@ def env_names(name: str, field: FieldInfo) -> tuple[str, ...]:
     alias = field.validation_alias
     if isinstance(alias, AliasChoices):
         return tuple(c for c in alias.choices if isinstance(c, str))
-    if isinstance(alias, str):
-        return (alias,)
-    if isinstance(alias, AliasPath):
-        return ()
+    if alias is not None:  # a plain alias or a path: no setting declares one
+        raise TypeError(f"setting {name}: only AliasChoices aliases are read from the environment")
     return (f"{PREFIX}{name}".upper(),)
 
 
@@ -60,7 +59,9 @@ def _decoded(raw: str, field: FieldInfo) -> Any:
 
 
 def _given(name: str, field: FieldInfo, passed: Iterable[str]) -> bool:
-    keys = {name, *env_names(name, field)}
+    """Whether the caller passed ``field`` under a name pydantic reads: the field's
+    own, or one of its aliases (``RAGLINE_<FIELD>`` alone is not one)."""
+    keys = {name, *env_names(name, field)} if field.validation_alias else {name}
     return any(k in keys for k in passed)
 
 
@@ -83,16 +84,16 @@ def environment_values(
     """The input a settings model gets from ``environ`` over ``dotenv``, keyed so
     that pydantic reads it (the field name, or the alias that was set), leaving out
     the fields named in ``passed`` (the caller's own values win)."""
-    found = {k.lower(): v for k, v in dotenv.items()}
-    found.update((k.lower(), v) for k, v in environ.items())
+    sources = [{k.lower(): v for k, v in src.items()} for src in (environ, dotenv)]
     passed = set(passed)
     data: dict[str, Any] = {}
     for name, field in fields.items():
         if _given(name, field, passed):
             continue
-        for env in env_names(name, field):
-            if env.lower() in found:
-                key = name if env.startswith(PREFIX) and field.validation_alias is None else env
-                data[key] = _decoded(found[env.lower()], field)
-                break
+        names = env_names(name, field)
+        hit = next(((env, src) for src in sources for env in names if env.lower() in src), None)
+        if hit is not None:
+            env, src = hit
+            key = env if field.validation_alias is not None else name
+            data[key] = _decoded(src[env.lower()], field)
     return data
