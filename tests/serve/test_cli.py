@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from .conftest import LiveServer
 
 
@@ -52,6 +54,21 @@ def test_serve_refuses_a_missing_index_folder(tmp_path: Path) -> None:
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and str(missing) in lines[0] and "ragline ingest" in lines[0]
     assert not missing.exists()
+
+
+def test_serve_names_an_invalid_setting_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad setting is a usage error (exit 2), one line naming it, no traceback."""
+    from typer.testing import CliRunner
+
+    from ragline.cli import app
+
+    monkeypatch.setenv("RRF_K", "0")
+    result = CliRunner().invoke(app, ["serve", "--index", str(tmp_path), "--port", "0"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: invalid setting RRF_K:"), lines
 
 
 def test_serve_create_starts_on_an_empty_index(tmp_path: Path) -> None:

@@ -23,14 +23,12 @@ def settings_or_exit(update: dict[str, object]) -> Settings:
     invalid one is a usage error (exit 2) naming the setting."""
     from pydantic import ValidationError
 
-    from ragline.settings import Settings
+    from ragline.settings import Settings, invalid_setting
 
     try:
         return Settings(**update)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        typer.echo(f"error: invalid setting {field}: {first['msg']}", err=True)
+        typer.echo(f"error: {invalid_setting(e)}", err=True)
         raise typer.Exit(2) from None
 
 
