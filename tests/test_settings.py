@@ -147,13 +147,9 @@ def test_a_dotenv_file_is_read_under_the_environment_and_the_callers_values(
     monkeypatch.setenv("RAGLINE_TENANT", "from-env")
     monkeypatch.setenv("rrf_k", "30")
     s = Settings()
-    assert (s.rrf_k, s.tenant, s.retrieval_top_k, s.extensions) == (
-        30,
-        "from-env",
-        7,
-        (".md", ".txt"),
-    )
-    assert {"rrf_k", "tenant", "retrieval_top_k", "extensions"} <= s.model_fields_set
+    want = {"rrf_k": 30, "tenant": "from-env", "retrieval_top_k": 7, "extensions": (".md", ".txt")}
+    assert {name: getattr(s, name) for name in want} == want
+    assert set(want) <= s.model_fields_set
     # the environment wins whatever name each source uses
     monkeypatch.setenv("RAGLINE_RETRIEVAL_TOP_K", "9")
     assert Settings().retrieval_top_k == 9
