@@ -251,8 +251,13 @@ def validity(array: pa.Array) -> npt.NDArray[np.bool_] | None:
     bitmap = array.buffers()[0]
     if not array.null_count or bitmap is None:
         return None
-    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
-    return bits[array.offset : array.offset + len(array)].astype(bool)
+    return _bits(bitmap, array.offset, len(array))
+
+
+def _bits(buffer: pa.Buffer, at: int, n: int) -> npt.NDArray[np.bool_]:
+    """Bits ``at`` to ``at + n`` of an Arrow bitmap (least significant bit first)."""
+    bits = np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")
+    return bits[at : at + n].astype(bool)
 
 
 def _numbers(array: pa.Array) -> npt.NDArray[Any]:
@@ -262,8 +267,7 @@ def _numbers(array: pa.Array) -> npt.NDArray[Any]:
     if data is None:  # all null
         return np.zeros(n, array.type.to_pandas_dtype())
     if pa.types.is_boolean(array.type):
-        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
-        return bits[at : at + n].astype(bool)
+        return _bits(data, at, n)
     return np.frombuffer(data, array.type.to_pandas_dtype())[at : at + n]
 
 
