@@ -81,6 +81,14 @@ def test_the_orchard_question_is_answered_with_the_number(reader_rag: Ragline) -
     assert "reader" in a.confidence.reason
 
 
+def test_the_default_judge_answers_the_orchard_question_too(rag: Ragline) -> None:
+    """judge=both: "How much water" is answered by a quantity in a unit ("4 litres"); the
+    evidence check used to ask for the word "water" beside the number and refused."""
+    a = rag.ask("How much water does the Quillby orchard get per tree in July?")
+    assert not a.fallback, a.confidence.reason
+    assert "4 litres" in a.text.split("[")[0]
+
+
 def test_an_exact_term_question_with_a_low_cosine_is_answered(rag: Ragline) -> None:
     a = rag.ask("What is the Tollmann criterion?")
     assert not a.fallback, a.confidence.reason

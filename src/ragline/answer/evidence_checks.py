@@ -209,9 +209,12 @@ def expected_answer_type(question: str) -> str | None:
 
 def focus_terms(question: str) -> tuple[str, ...]:
     """What a how-many question counts: the analysed words after "how many" up to
-    the verb or preposition ("How many output channels does…" → output, channel)."""
+    the verb or preposition ("How many output channels does…" → output, channel).
+
+    A how-much question has none: it asks for a quantity, which its answer gives in a
+    unit ("How much water…?" → "4 litres"), not by naming the thing measured again."""
     m = re.match(
-        r"^how (?:many|much) (.+?)(?: (?:does|do|did|is|are|was|were|has|have|had|can|will"
+        r"^how many (.+?)(?: (?:does|do|did|is|are|was|were|has|have|had|can|will"
         r"|would|should|of|in|on|for|from|with|by|replace|replaces)\b|[?.,]|$)",
         " ".join(question.lower().split()),
     )
