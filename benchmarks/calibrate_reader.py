@@ -224,13 +224,16 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--only", choices=("pairs", "rows", "squad"), default=None)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument(
+        "--model", type=Path, default=None, help="a reader file to calibrate (default: shipped)"
+    )
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/reader.md")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     cache = WORK / "reader_rows.json"
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    reader = Reader()
+    reader = Reader(args.model)
     if args.only:
         # One part of the readings, in its own process: the parts run side by side
         # on a busy machine, then a run with --reuse joins them.

