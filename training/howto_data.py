@@ -135,6 +135,11 @@ def question_for(parent: str, heading: str, vocab: Counter[str], verbs: set[str]
     return None
 
 
+def passage(title: str, body: str) -> str:
+    """What the reader is given: the page title, then the section's body."""
+    return f"{title}\n{body}" if title else body
+
+
 def howto_pairs(folder: Path, rng: random.Random) -> Iterator[dict[str, object]]:
     pages = sorted(folder.rglob("*.md"))
     texts = [p.read_text(encoding="utf-8") for p in pages]
@@ -149,37 +154,29 @@ def howto_pairs(folder: Path, rng: random.Random) -> Iterator[dict[str, object]]
     for index, (path, (title, secs)) in enumerate(zip(pages, parsed, strict=True)):
         split = "test" if index % 4 == 3 else "train"
         usable = [(p, h, b[:MAX_BODY]) for p, h, b in secs if len(b) >= MIN_BODY]
-        for parent, heading, body in usable:
+        for i, (parent, heading, body) in enumerate(usable):
             q = question_for(parent, heading, vocab, verbs)
             if q is None:
                 continue
-            row = {"q": q, "split": split, "article": str(path.relative_to(folder))}
-            passage = f"{title}\n{body}" if title else body
-            yield {
-                **row,
-                "p": passage,
-                "label": 1,
-                "source": "howto",
+            row = {
+                "q": q,
+                "split": split,
+                "article": str(path.relative_to(folder)),
                 "start": -1,
                 "answer": "",
                 "spanless": True,
             }
-            others = [b for p, h, b in usable if h != heading]
+            yield {**row, "p": passage(title, body), "label": 1, "source": "howto"}
+            # Every other section of the page, by position: another API's "Returns"
+            # on the same page is a negative too.
+            others = [b for j, (_, _, b) in enumerate(usable) if j != i]
             if not others:
                 continue
             qw = words(q)
             ranked = sorted(others, key=lambda b: -overlap(qw, words(b)))
             picks = [ranked[0]] + ([rng.choice(ranked[1:])] if len(ranked) > 1 else [])
             for other in picks:
-                yield {
-                    **row,
-                    "p": f"{title}\n{other}" if title else other,
-                    "label": 0,
-                    "source": "howto-same-page",
-                    "start": -1,
-                    "answer": "",
-                    "spanless": True,
-                }
+                yield {**row, "p": passage(title, other), "label": 0, "source": "howto-same-page"}
 
 
 def main() -> None:

@@ -108,3 +108,16 @@ def test_pairs_give_the_section_without_its_heading_and_same_page_negatives(
         twin = next(p for p in pos if p["q"] == r["q"] and p["article"] == r["article"])
         assert r["p"] != twin["p"]
     assert Counter(str(r["split"]) for r in pos) == {"train": 6, "test": 2}
+
+
+def test_another_apis_section_of_the_same_heading_is_a_negative(tmp_path: Path) -> None:
+    body = "It gives back the value. " * 10
+    other = "It gives back nothing at all. " * 10
+    (tmp_path / "api.md").write_text(
+        f"### `first()`\n\n#### Returns\n\n{body}\n\n### `second()`\n\n#### Returns\n\n{other}\n",
+        encoding="utf-8",
+    )
+    rows = list(howto_pairs(tmp_path, random.Random(1)))
+    neg = {(r["q"], r["p"]) for r in rows if r["label"] == 0}
+    assert ("What does `first` return?", other.strip()) in neg
+    assert ("What does `second` return?", body.strip()) in neg
