@@ -28,7 +28,7 @@ from lancedb.query import AsyncVectorQuery, FullTextOperator, MultiMatchQuery
 from ragline.embed.factory import make_embedder
 from ragline.eval.synthetic import Synthetic, build_index, markdown_windows, pseudo_queries
 from ragline.settings import Settings
-from ragline.store import lance
+from ragline.store import lance_search, lance_tables
 from ragline.store.base import CHUNK_COLUMNS
 from ragline.store.lance import LanceStore
 from ragline.store.reads import vectors_for
@@ -74,7 +74,7 @@ def main() -> None:
         table = store._table()  # the timed calls are LanceDB's own, below the store API
 
         def run(coro: Coroutine[Any, Any, Any]) -> Any:
-            return lance._run(coro)
+            return lance_tables.run(coro)
 
         def vector(q: str, refine: int | None, columns: list[str]) -> AsyncVectorQuery:
             query = (
@@ -92,7 +92,7 @@ def main() -> None:
         def bm25(q: str) -> Any:
             b = settings.boosts
             fts = MultiMatchQuery(
-                lance.sanitize_fts_query(q),
+                lance_search.sanitize_fts_query(q),
                 ["title", "headings", "text"],
                 boosts=[b.title, b.headings, b.text],
                 operator=FullTextOperator.OR,

@@ -74,8 +74,10 @@ from ragline.eval.synthetic import (
 from ragline.retrieve.retriever import Retriever
 from ragline.settings import Settings
 from ragline.store.arrow import arrow_to_chunks
+from ragline.store.base import CHUNK_COLUMNS
 from ragline.store.factory import make_store
-from ragline.store.lance import CHUNK_COLUMNS, LanceStore, sanitize_fts_query
+from ragline.store.lance import LanceStore
+from ragline.store.lance_search import sanitize_fts_query
 from ragline.store.reads import vector_search, vectors_for
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import numpy as np
 from tests.store.contract import DIM, make_chunk, unit
 
 from ragline.store.arrow import arrow_to_chunks, arrow_vectors
-from ragline.store.lance import chunks_to_arrow
+from ragline.store.lance_tables import chunks_to_arrow
 
 
 def test_rows_written_come_back_as_the_same_chunks_and_vectors() -> None:

@@ -24,12 +24,9 @@ from hypothesis import strategies as st
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import DocumentWrite, Store, StoreError
-from ragline.store.lance import (
-    LanceStore,
-    VectorIndexPlan,
-    plan_vector_index,
-    sanitize_fts_query,
-)
+from ragline.store.lance import LanceStore
+from ragline.store.lance_indexes import VectorIndexPlan, plan_vector_index
+from ragline.store.lance_search import sanitize_fts_query
 from ragline.store.reads import (
     document_vectors,
     keyword_candidates,

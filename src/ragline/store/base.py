@@ -318,23 +318,27 @@ class Candidates:
     fused: list[Fused] | None = None
 
 
+#: A store's top-k of one side of a :class:`CandidateQuery` (its cosine side reads
+#: ``vector``, its BM25 side ``text`` and ``boosts``; both ``k`` and ``filters``).
+SideTop = Callable[[CandidateQuery], Ranking]
+
+
 def candidates_in_turn(
-    vector_top: Callable[[Vectors, int, Filters | None], Ranking],
-    keyword_top: Callable[[str, int, Filters | None, FieldBoosts | None], Ranking],
-    query: CandidateQuery,
+    vector_top: SideTop, keyword_top: SideTop, query: CandidateQuery
 ) -> Candidates:
     """:meth:`Store.candidates` from a store's cosine and BM25 top-k calls: the asked
-    searches one after the other, each timed, fused in Python by id when asked."""
+    searches one after the other, each timed, fused in Python by id when asked. A
+    side is called only when the query sets it (``vector`` or ``text`` not None)."""
     ms: dict[str, float] = {}
     vector: Ranking = []
     keyword: Ranking = []
     t0 = time.perf_counter()
     if query.vector is not None:
-        vector = vector_top(query.vector, query.k, query.filters)
+        vector = vector_top(query)
         ms["vector"] = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
     if query.text is not None:
-        keyword = keyword_top(query.text, query.k, query.filters, query.boosts)
+        keyword = keyword_top(query)
         ms["keyword"] = (time.perf_counter() - t1) * 1e3
     if query.weights is None:
         return Candidates(vector, keyword, ms)

@@ -88,34 +88,28 @@ from ragline.store.filters import (
 from ragline.store.keyword_index import PRUNE_MIN_ROWS
 from ragline.store.lance_cache import cache_path, drop_stale, write_rows
 from ragline.store.lance_indexes import (
-    MIN_VECTOR_INDEX_ROWS,
-    VECTOR_INDEX,
-    VectorIndexPlan,
     describe_indexes,
     ensure_indexes,
-    finish_rebuilt_table,
     optimize_table,
-    plan_vector_index,
     table_indexes,
 )
 from ragline.store.lance_memory import BACKGROUND_ROWS, MEMORY_COLUMNS, LanceMirror, Snapshot
-from ragline.store.lance_search import sanitize_fts_query
 from ragline.store.lance_tables import (
     CHUNKS_TABLE,
     DOCUMENT_SCHEMA,
     DOCUMENTS_TABLE,
-    FORMAT_VERSION,
     META_FILE,
     OPEN_ATTEMPTS,
     Meta,
+    build_generation,
     chunk_schema,
     chunks_to_arrow,
     document_to_row,
     open_or_create,
     racing_creation,
     rows_to_documents,
+    stored_dimension,
     table_dimension,
-    table_names,
     write_atomic,
 )
 from ragline.store.lance_tables import run as _run
@@ -127,22 +121,6 @@ if TYPE_CHECKING:  # imported on first use: a cached search never needs it (lanc
     from lancedb.table import AsyncTable
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "CHUNKS_TABLE",
-    "CHUNK_COLUMNS",
-    "DOCUMENTS_TABLE",
-    "FORMAT_VERSION",
-    "META_FILE",
-    "MIN_VECTOR_INDEX_ROWS",
-    "VECTOR_INDEX",
-    "LanceStore",
-    "VectorIndexPlan",
-    "chunk_schema",
-    "chunks_to_arrow",
-    "plan_vector_index",
-    "sanitize_fts_query",
-]
 
 
 class LanceStore(ClosesOnExit):
@@ -283,24 +261,7 @@ class LanceStore(ClosesOnExit):
     @classmethod
     def open(cls, path: Path, **kwargs: Any) -> LanceStore:
         """Open an existing index with the dimension it was built with."""
-        meta_path = Path(path) / META_FILE
-        if not meta_path.is_file():
-            raise StoreError(f"{path}: no ragline index here (missing {META_FILE})")
-        meta = Meta.from_file(meta_path)
-        if meta.fingerprint is not None:  # its table's dimension, without LanceDB
-            return cls(path, dimension=meta.fingerprint.dimension, **kwargs)
-
-        async def dimension() -> int:
-            import lancedb
-
-            db = await lancedb.connect_async(Path(path))
-            return await table_dimension(await db.open_table(meta.chunks_table))
-
-        try:
-            dim = _run(dimension())
-        except Exception as exc:
-            raise StoreError(f"{path}: cannot open table {meta.chunks_table!r}: {exc}") from exc
-        return cls(path, dimension=dim, **kwargs)
+        return cls(path, dimension=stored_dimension(Path(path)), **kwargs)
 
     # ------------------------------------------------------------------ handles
 
@@ -590,43 +551,15 @@ class LanceStore(ClosesOnExit):
         fingerprint: ModelFingerprint,
         batches: Iterable[tuple[list[Chunk], Vectors]],
     ) -> int:
+        """Fill a new table (:func:`build_generation`), then point meta.json at it."""
         with self._lock:
             self._refresh()
             db = self._connect()
             old = self._meta
-            generation = old.generation + 1
-            name = f"{CHUNKS_TABLE}_{generation}"
-            dimension = fingerprint.dimension
-            try:
-                # A crashed rebuild may have left tables behind; the live one stays.
-                for stale in _run(table_names(db)):
-                    if stale.startswith(CHUNKS_TABLE) and stale != old.chunks_table:
-                        _run(db.drop_table(stale))
-                table = _run(db.create_table(name, schema=chunk_schema(dimension)))
-            except Exception as exc:
-                raise StoreError(f"{self.path}: rebuild could not start: {exc}") from exc
-            count = 0
-            try:
-                for chunks, vectors in batches:
-                    if chunks:
-                        _run(table.add(chunks_to_arrow(chunks, vectors, dimension)))
-                        count += len(chunks)
-                vector_index = _run(finish_rebuilt_table(table, count, self.ann_min_rows))
-            except BaseException:
-                # Anything that stops the rebuild (a bad batch, the caller's embedder
-                # failing, Ctrl-C) drops the new table and propagates unchanged; the
-                # old table never stopped serving.
-                with contextlib.suppress(Exception):
-                    _run(db.drop_table(name))
-                raise
-            self._write_meta(
-                Meta(
-                    chunks_table=name,
-                    generation=generation,
-                    fingerprint=fingerprint,
-                    vector_index=vector_index,
-                )
+            meta, count = build_generation(
+                db, self.path, old, fingerprint, batches, self.ann_min_rows
             )
+            self._write_meta(meta)
             # A reader of another process still on the old table fails one read at
             # worst: its next call sees the new meta.json and re-opens.
             with contextlib.suppress(Exception):

@@ -28,6 +28,7 @@ from ragline.store.base import (
     CHUNK_COLUMNS,
     CandidateQuery,
     Candidates,
+    Ranking,
     StoreError,
     candidates_in_turn,
 )
@@ -129,32 +130,27 @@ def candidates(s: _LanceHandles, query: CandidateQuery) -> Candidates:
     return candidates_in_turn(partial(cosine_top, s), partial(bm25_top, s), q)
 
 
-def cosine_top(
-    s: _LanceHandles, query: Vectors, k: int, filters: Filters | None = None
-) -> list[tuple[str, float]]:
+def cosine_top(s: _LanceHandles, query: CandidateQuery) -> Ranking:
     """Top-k (chunk id, cosine): exact, from the in-process mirror when it is on."""
-    q = check_query_vector(s, query)
-    pred = chunk_predicate(filters, "datafusion")
+    if query.vector is None:
+        return []
+    q, k = check_query_vector(s, query.vector), query.k
+    pred = chunk_predicate(query.filters, "datafusion")
     mirrored = mirror_snapshot(s) if k > 0 else None
     if mirrored is None:
         return cosine_pairs(rows_of(vector_query(s, q, k, pred, ["id", "_distance"])))
     return mirror_vector(s, mirrored, q, k, pred)
 
 
-def bm25_top(
-    s: _LanceHandles,
-    query: str,
-    k: int,
-    filters: Filters | None = None,
-    boosts: FieldBoosts | None = None,
-) -> list[tuple[str, float]]:
+def bm25_top(s: _LanceHandles, query: CandidateQuery) -> Ranking:
     """Top-k (chunk id, BM25 score), from the in-process mirror when it is on."""
-    pred = chunk_predicate(filters, "datafusion")
+    text, k, boosts = query.text or "", query.k, query.boosts
+    pred = chunk_predicate(query.filters, "datafusion")
     mirrored = mirror_snapshot(s) if k > 0 else None
     if mirrored is None:
-        search = keyword_query(s, query, k, pred, boosts, ["id", "_score"])
+        search = keyword_query(s, text, k, pred, boosts, ["id", "_score"])
         return score_pairs(rows_of(search))
-    return mirror_keyword(s, mirrored, query, k, pred, boosts)
+    return mirror_keyword(s, mirrored, text, k, pred, boosts)
 
 
 def hybrid(

@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store.base import DOCUMENT_COLUMNS, StoreError, check_vectors, metadata_json
-from ragline.store.lance_indexes import VectorIndexPlan
+from ragline.store.lance_indexes import VectorIndexPlan, finish_rebuilt_table
 from ragline.types import Chunk, DocumentRecord
 
 if TYPE_CHECKING:  # lancedb is imported on the first call into it (store/lance_cache.py)
@@ -228,3 +228,63 @@ async def table_names(db: AsyncConnection) -> set[str]:
 async def table_dimension(table: AsyncTable) -> int:
     field_type = (await table.schema()).field("vector").type
     return int(cast(pa.FixedSizeListType, field_type).list_size)
+
+
+def build_generation(
+    db: AsyncConnection,
+    path: Path,
+    old: Meta,
+    fingerprint: ModelFingerprint,
+    batches: Iterable[tuple[list[Chunk], Vectors]],
+    ann_min_rows: int,
+) -> tuple[Meta, int]:
+    """Write ``batches`` into a new chunks table one generation past ``old`` and
+    index it; return the meta that makes it live and its row count. The live table
+    is never touched, so a failure (or Ctrl-C) leaves it serving: the new table is
+    dropped and the error propagates unchanged. Tables left by a crashed rebuild
+    are dropped first."""
+    generation = old.generation + 1
+    name = f"{CHUNKS_TABLE}_{generation}"
+    dimension = fingerprint.dimension
+    try:
+        for stale in run(table_names(db)):
+            if stale.startswith(CHUNKS_TABLE) and stale != old.chunks_table:
+                run(db.drop_table(stale))
+        table = run(db.create_table(name, schema=chunk_schema(dimension)))
+    except Exception as exc:
+        raise StoreError(f"{path}: rebuild could not start: {exc}") from exc
+    count = 0
+    try:
+        for chunks, vectors in batches:
+            if chunks:
+                run(table.add(chunks_to_arrow(chunks, vectors, dimension)))
+                count += len(chunks)
+        vector_index = run(finish_rebuilt_table(table, count, ann_min_rows))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            run(db.drop_table(name))
+        raise
+    meta = Meta(name, generation, fingerprint, vector_index)
+    return meta, count
+
+
+def stored_dimension(path: Path) -> int:
+    """The vector size an existing index was built with: its fingerprint's in
+    meta.json (no LanceDB needed), else its chunks table's schema."""
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise StoreError(f"{path}: no ragline index here (missing {META_FILE})")
+    meta = Meta.from_file(meta_path)
+    if meta.fingerprint is not None:
+        return meta.fingerprint.dimension
+
+    async def dimension() -> int:
+        import lancedb
+
+        db = await lancedb.connect_async(path)
+        return await table_dimension(await db.open_table(meta.chunks_table))
+
+    try:
+        return run(dimension())
+    except Exception as exc:
+        raise StoreError(f"{path}: cannot open table {meta.chunks_table!r}: {exc}") from exc

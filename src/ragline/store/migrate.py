@@ -333,7 +333,8 @@ def _verify_counts(
 def open_existing(location: StoreLocation, settings: Settings) -> IndexStore:
     """Open the index at ``location`` with the dimension it was built with."""
     if location.kind == "lance":
-        from ragline.store.lance import META_FILE, LanceStore
+        from ragline.store.lance import LanceStore
+        from ragline.store.lance_tables import META_FILE
 
         if not (Path(location.target) / META_FILE).is_file():
             raise StoreError(f"{location.describe()}: no ragline index there")

@@ -25,7 +25,7 @@ from ragline.store.base import (
     CandidateQuery,
     Candidates,
     ClosesOnExit,
-    Ranking,
+    SideTop,
     StoreError,
     StoreInfo,
     candidates_in_turn,
@@ -35,7 +35,7 @@ from ragline.store.base import (
     takes_new_dimension,
 )
 from ragline.store.filters import metadata_filter_values
-from ragline.types import Chunk, FieldBoosts, Filters
+from ragline.types import Chunk, Filters
 
 T = TypeVar("T")
 
@@ -174,8 +174,8 @@ class StoreFront(ClosesOnExit):
     _stored_fingerprint: Callable[[], ModelFingerprint | None]
     _record_fingerprint: Callable[[ModelFingerprint], None]
     _count: Callable[[Filters | None], int]
-    _cosine_top: Callable[[Vectors, int, Filters | None], Ranking]
-    _bm25_top: Callable[[str, int, Filters | None, FieldBoosts | None], Ranking]
+    _cosine_top: SideTop
+    _bm25_top: SideTop
 
     @property
     def dimension(self) -> int:

@@ -55,7 +55,9 @@ from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import remote
 from ragline.store.base import (
     DOCUMENT_COLUMNS,
+    CandidateQuery,
     DocumentWrite,
+    Ranking,
     StoreAbilities,
     StoreError,
     check_writes,
@@ -73,7 +75,7 @@ from ragline.store.chroma.journal import Journal
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS, to_sql_predicate
 from ragline.store.remote import RemoteStore
 from ragline.text import bm25
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
+from ragline.types import Chunk, DocumentRecord, Filters
 
 FORMAT_VERSION = 1
 _STORE_ID = "store"
@@ -426,9 +428,7 @@ class ChromaStore(RemoteStore[_State]):
 
     # ------------------------------------------------------------------- search
 
-    def _cosine_top(
-        self, query: Vectors, k: int, filters: Filters | None = None
-    ) -> list[tuple[str, float]]:
+    def _cosine_top(self, cq: CandidateQuery) -> Ranking:
         """Ids come from the record ids (``<write>:<chunk id>``): no metadata is read.
 
         Chroma's filtered HNSW search is slow when the filter passes most chunks
@@ -438,7 +438,8 @@ class ChromaStore(RemoteStore[_State]):
         those the term index's copy of the filter columns passes; only when fewer
         than k pass (and the collection holds more) does Chroma filter itself.
         """
-        if k <= 0:
+        query, k, filters = cq.vector, cq.k, cq.filters
+        if query is None or k <= 0:
             return []
         chroma_says_it = in_chroma(filters)  # a bad filter fails before any search
         if filters:
@@ -487,18 +488,13 @@ class ChromaStore(RemoteStore[_State]):
             )
         return got
 
-    def _bm25_top(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[tuple[str, float]]:
-        if k <= 0:
+    def _bm25_top(self, query: CandidateQuery) -> Ranking:
+        if query.k <= 0:
             return []
-        in_chroma(filters)  # refuse a bad filter even when the query has no term
+        in_chroma(query.filters)  # refuse a bad filter even when the query has no term
+        text = (query.text or "")[:_MAX_QUERY_CHARS]
         with self._lock:
-            return self._terms().search(query[:_MAX_QUERY_CHARS], k, filters, boosts)
+            return self._terms().search(text, query.k, query.filters, query.boosts)
 
     # -------------------------------------------------------------- maintenance
 

@@ -41,7 +41,9 @@ import numpy as np
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import remote
 from ragline.store.base import (
+    CandidateQuery,
     DocumentWrite,
+    Ranking,
     StoreAbilities,
     StoreError,
     check_writes,
@@ -383,21 +385,16 @@ class GraphStore(RemoteStore[GraphState]):
                 )
         return [(str(r[0]), float(r[1]), row_chunk(r[2:]) if rows else None) for r in found]
 
-    def _cosine_top(
-        self, query: Vectors, k: int, filters: Filters | None = None
-    ) -> list[tuple[str, float]]:
-        return [(cid, s) for cid, s, _ in self._vector(query, k, filters, rows=False)]
+    def _cosine_top(self, query: CandidateQuery) -> Ranking:
+        if query.vector is None:
+            return []
+        found = self._vector(query.vector, query.k, query.filters, rows=False)
+        return [(cid, s) for cid, s, _ in found]
 
-    def _bm25_top(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[tuple[str, float]]:
-        where, params = cypher.where_clause(filters)  # refuse a bad filter first
-        counts = bm25.query_counts(query[:_MAX_QUERY_CHARS])
-        b = boosts or FieldBoosts()
+    def _bm25_top(self, query: CandidateQuery) -> Ranking:
+        where, params = cypher.where_clause(query.filters)  # refuse a bad filter first
+        counts = bm25.query_counts((query.text or "")[:_MAX_QUERY_CHARS])
+        b, k = query.boosts or FieldBoosts(), query.k
         weights = (b.title, b.headings, b.text)
         if k <= 0 or not counts:
             return []

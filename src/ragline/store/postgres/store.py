@@ -51,7 +51,9 @@ from ragline.retry import RetryPolicy
 from ragline.store.base import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
+    CandidateQuery,
     DocumentWrite,
+    Ranking,
     StoreAbilities,
     StoreError,
     check_vectors,
@@ -402,14 +404,13 @@ class PostgresStore(StoreFront):
 
     # ----------------------------------------------------------------- search
 
-    def _cosine_top(
-        self, query: Vectors, k: int, filters: Filters | None = None
-    ) -> list[tuple[str, float]]:
-        if k <= 0:
+    def _cosine_top(self, query: CandidateQuery) -> Ranking:
+        k = query.k
+        if query.vector is None or k <= 0:
             return []
         dim = self._dimension
-        q = query_vector(query, dim)
-        pred = _with_params(chunk_predicate(filters, "postgres"))
+        q = query_vector(query.vector, dim)
+        pred = _with_params(chunk_predicate(query.filters, "postgres"))
         extra = f" AND {pred}" if pred else ""
         sql = (
             f"SELECT ch.id, ch.embedding::vector({dim}) <=> %(q)s::vector({dim}) "
@@ -430,23 +431,17 @@ class PostgresStore(StoreFront):
 
         return self._run(read, "vector search", read=True)
 
-    def _bm25_top(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[tuple[str, float]]:
-        if k <= 0:
+    def _bm25_top(self, query: CandidateQuery) -> Ranking:
+        if query.k <= 0:
             return []
-        counts = bm25.query_counts(query[:_MAX_QUERY_CHARS])
+        counts = bm25.query_counts((query.text or "")[:_MAX_QUERY_CHARS])
         if not counts:
             return []
-        b = boosts or FieldBoosts()
+        b = query.boosts or FieldBoosts()
         if max(b.title, b.headings, b.text) <= 0:
             return []
-        pred = _with_params(chunk_predicate(filters, "postgres"))
-        q = KeywordQuery(counts, k, pred, b, prune=self.bm25_prune)
+        pred = _with_params(chunk_predicate(query.filters, "postgres"))
+        q = KeywordQuery(counts, query.k, pred, b, prune=self.bm25_prune)
 
         def read(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
             with conn.transaction():

@@ -10,7 +10,7 @@ from qdrant_client import models
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import remote
-from ragline.store.base import DOCUMENT_COLUMNS, positions
+from ragline.store.base import DOCUMENT_COLUMNS, CandidateQuery, Ranking, positions
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.qdrant.client import create_chunks
 from ragline.store.qdrant.points import (
@@ -25,7 +25,7 @@ from ragline.store.qdrant.points import (
 )
 from ragline.store.qdrant.writes import QdrantWrites
 from ragline.text import bm25
-from ragline.types import Chunk, DocumentRecord, FieldBoosts, Filters
+from ragline.types import Chunk, DocumentRecord, FieldBoosts
 
 
 class QdrantStore(QdrantWrites):
@@ -89,15 +89,14 @@ class QdrantStore(QdrantWrites):
             vecs = np.stack([self._dense(p) for p in batch]).astype(np.float32)
             yield chunks, vecs
 
-    def _cosine_top(
-        self, query: Vectors, k: int, filters: Filters | None = None
-    ) -> list[tuple[str, float]]:
-        if k <= 0:
+    def _cosine_top(self, query: CandidateQuery) -> Ranking:
+        k = query.k
+        if query.vector is None or k <= 0:
             return []
-        flt = to_qdrant_filter(filters)
+        flt = to_qdrant_filter(query.filters)
         with self._lock:
             state = self._fresh()
-            q = remote.query_vector(query, state.dimension)
+            q = remote.query_vector(query.vector, state.dimension)
             result = self._call(
                 "vector search",
                 self._client.query_points,
@@ -111,17 +110,12 @@ class QdrantStore(QdrantWrites):
             )
         return [(str((p.payload or {})["id"]), float(p.score)) for p in result.points]
 
-    def _bm25_top(
-        self,
-        query: str,
-        k: int,
-        filters: Filters | None = None,
-        boosts: FieldBoosts | None = None,
-    ) -> list[tuple[str, float]]:
+    def _bm25_top(self, query: CandidateQuery) -> Ranking:
+        k, boosts = query.k, query.boosts
         if k <= 0:
             return []
-        flt = to_qdrant_filter(filters)
-        counts = bm25.query_counts(query[:MAX_QUERY_CHARS])
+        flt = to_qdrant_filter(query.filters)
+        counts = bm25.query_counts((query.text or "")[:MAX_QUERY_CHARS])
         if not counts:
             return []
         weights: dict[int, float] = {}
