@@ -199,6 +199,12 @@ def positions(indices: Sequence[int] | None) -> list[int] | None:
     return None if indices is None else sorted({int(i) for i in indices})
 
 
+def listing_order(records: Iterable[DocumentRecord]) -> list[DocumentRecord]:
+    """The documents as :meth:`Store.documents` lists them on every store: by
+    tenant, then source, then id."""
+    return sorted(records, key=lambda r: (r.tenant, r.source, r.doc_id))
+
+
 def record_or_read(
     new: ModelFingerprint | None,
     record: Callable[[ModelFingerprint], None],

@@ -515,21 +515,10 @@ class KeywordIndex:
         """Each row's BM25 score for the query's term counts: the best boosted field
         (0 where no field matches). ``boosts`` follow :data:`bm25.KEYWORD_FIELDS`."""
         best: FloatArray | None = None
-        cols = [(self.vocab[t], c) for t, c in query.items() if t in self.vocab]
+        lists = self._postings(query, boosts)
         for f, boost in enumerate(boosts):
-            if boost <= 0 or not cols:
-                continue
-            m, n = self.tf[f], self._n[f]
-            spans: list[tuple[int, int]] = []
-            weights: list[float] = []
-            for col, count in cols:
-                lo, hi = int(m.indptr[col]), int(m.indptr[col + 1])
-                if lo == hi:
-                    continue
-                df = hi - lo
-                idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                spans.append((lo, hi))
-                weights.append(count * idf * (self.k1 + 1.0))  # × tf / (tf + norm)
+            spans = [(lo, hi) for g, _, lo, hi, _ in lists if g == f]
+            weights = [w for g, *_, w in lists if g == f]  # × tf / (tf + norm)
             acc = self._field_scores(f, spans, weights) if spans else None
             if acc is None:
                 continue

@@ -73,6 +73,7 @@ from ragline.store.base import (
     StoreError,
     StoreInfo,
     check_writes,
+    listing_order,
     positions,
     record_or_read,
     takes_new_dimension,
@@ -424,8 +425,7 @@ class LanceStore(ClosesOnExit):
         if tenant is not None:
             query = query.where(to_sql_predicate({"tenant": tenant}, DOCUMENT_FILTER_FIELDS))
         records = rows_to_documents(_run(query.to_arrow()))
-        records.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
-        return records
+        return listing_order(records)
 
     def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
         wanted = positions(indices)

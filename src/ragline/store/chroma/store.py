@@ -61,6 +61,7 @@ from ragline.store.base import (
     StoreAbilities,
     StoreError,
     check_writes,
+    listing_order,
     positions,
 )
 from ragline.store.chroma.bm25 import TermIndex
@@ -378,8 +379,7 @@ class ChromaStore(RemoteStore[_State]):
             self._fresh()
             got = self._call("reading documents", self._meta.get, where=where)
         out = [DocumentRecord(**{k: m[k] for k in DOCUMENT_COLUMNS}) for m in got["metadatas"]]
-        out.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
-        return out
+        return listing_order(out)
 
     def _get(
         self, where: dict[str, Any] | None, with_vectors: bool = False

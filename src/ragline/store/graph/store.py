@@ -47,6 +47,7 @@ from ragline.store.base import (
     StoreAbilities,
     StoreError,
     check_writes,
+    listing_order,
     positions,
 )
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
@@ -308,8 +309,7 @@ class GraphStore(RemoteStore[GraphState]):
             self._fresh()
             rows = self._query("reading documents", cypher.fill(cypher.DOCUMENTS, where), params)
         out = [DocumentRecord(*row) for row in rows]
-        out.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
-        return out
+        return listing_order(out)
 
     def chunks_with_vectors(self, ids: Sequence[str]) -> dict[str, tuple[Chunk, Vectors]]:
         if not ids:

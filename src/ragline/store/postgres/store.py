@@ -59,6 +59,7 @@ from ragline.store.base import (
     check_vectors,
     check_writes,
     chunk_from_row,
+    listing_order,
     positions,
 )
 from ragline.store.filter_sql import chunk_predicate
@@ -354,8 +355,7 @@ class PostgresStore(StoreFront):
             return [DocumentRecord(*row) for row in cur.fetchall()]
 
         records = self._run(read, "listing documents")
-        records.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
-        return records
+        return listing_order(records)
 
     def chunks_by_index(self, doc_id: str, indices: Sequence[int] | None = None) -> list[Chunk]:
         wanted = positions(indices)

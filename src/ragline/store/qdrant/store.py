@@ -10,7 +10,7 @@ from qdrant_client import models
 
 from ragline.embed.base import ModelFingerprint, Vectors
 from ragline.store import remote
-from ragline.store.base import DOCUMENT_COLUMNS, CandidateQuery, Ranking, positions
+from ragline.store.base import DOCUMENT_COLUMNS, CandidateQuery, Ranking, listing_order, positions
 from ragline.store.filters import DOCUMENT_FILTER_FIELDS
 from ragline.store.qdrant.client import create_chunks
 from ragline.store.qdrant.points import (
@@ -53,8 +53,7 @@ class QdrantStore(QdrantWrites):
                 for batch in self._scroll(self._meta, flt)
                 for p in batch
             ]
-        out.sort(key=lambda r: (r.tenant, r.source, r.doc_id))
-        return out
+        return listing_order(out)
 
     def _chunk_points(self, flt: models.Filter, with_vectors: bool = False) -> list[models.Record]:
         state = self._fresh()
