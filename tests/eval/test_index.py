@@ -150,3 +150,40 @@ def test_a_markdown_document_is_indexed_as_ingest_parses_it(
     assert chunk.title == "Rendering Lists" and chunk.section == "Keeping items in order"
     assert "{#" not in chunk.text and "title:" not in chunk.text
     assert indexed_text(doc)[chunk.start_char : chunk.end_char] == chunk.text
+
+
+def test_a_chunk_keeps_its_language_so_bm25_stems_it_as_ingest_does(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A Spanish corpus line is analysed in Spanish, as ingest analyses a Spanish file:
+    "actualización automática de paquetes" and the question's "actualización
+    automática" meet as Spanish stems. The eval used to drop the chunk's language
+    (format 2), so Spanish text was analysed as English and this document ranked
+    below one that only repeats "paquete"."""
+    docs = [
+        BeirDocument(
+            "auto",
+            "Descarga y actualización automática de paquetes",
+            "El paquete apt incluye un archivo de órdenes cron que se encarga de la descarga "
+            "automática de paquetes. Puede mejorarse para la actualización automática de "
+            "paquetes instalando el paquete unattended-upgrades.",
+        ),
+        BeirDocument(
+            "view",
+            "Visualización de paquetes",
+            "En el modo interactivo, los paquetes que se enumeran se muestran con la bandera "
+            "del paquete, el nombre del paquete, la versión actual del paquete y la versión "
+            "candidata del paquete; cada paquete ocupa una línea.",
+        ),
+    ]
+    index = open_eval_index(
+        docs, "es", "es", Settings(eval_cache_dir=tmp_path / "cache"), embedder
+    )
+    try:
+        hits = index.rag.search(
+            "¿Qué paquete realiza la actualización automática de paquetes?", mode="bm25"
+        ).hits
+    finally:
+        index.close()
+    assert {h.chunk.metadata.get("language") for h in hits} == {"es"}
+    assert hits[0].chunk.metadata["corpus_id"] == "auto"

@@ -47,8 +47,9 @@ from ragline.store.factory import store_location
 from ragline.text.language import chunk_language, document_language
 from ragline.types import DocumentRecord, ParsedDocument
 
-#: Bump when the way documents are turned into chunks here changes.
-EVAL_INDEX_FORMAT = 2
+#: Bump when the way documents are turned into chunks here changes (3: chunks keep
+#: their detected language; format 2 indexes analysed every chunk as English).
+EVAL_INDEX_FORMAT = 3
 MANIFEST = "eval-index.json"
 
 #: progress(done_documents, total_documents)
@@ -297,8 +298,8 @@ def _ingest(
                 base_url=f"beir://{corpus_name}",
                 created_at=created,
             )
-            for c in chunks:
-                c.metadata = {"corpus_id": doc.id}
+            for c in chunks:  # keep the language: BM25 analyses a chunk in it
+                c.metadata = {"language": c.metadata["language"], "corpus_id": doc.id}
             record = DocumentRecord(
                 doc_id=doc_id,
                 tenant=tenant,
