@@ -176,9 +176,7 @@ def test_a_chunk_keeps_its_language_so_bm25_stems_it_as_ingest_does(
             "candidata del paquete; cada paquete ocupa una línea.",
         ),
     ]
-    index = open_eval_index(
-        docs, "es", "es", Settings(eval_cache_dir=tmp_path / "cache"), embedder
-    )
+    index = open_eval_index(docs, "es", "es", Settings(eval_cache_dir=tmp_path / "cache"), embedder)
     try:
         hits = index.rag.search(
             "¿Qué paquete realiza la actualización automática de paquetes?", mode="bm25"
