@@ -185,3 +185,25 @@ def test_a_chunk_keeps_its_language_so_bm25_stems_it_as_ingest_does(
         index.close()
     assert {h.chunk.metadata.get("language") for h in hits} == {"es"}
     assert hits[0].chunk.metadata["corpus_id"] == "auto"
+
+
+def test_the_same_corpus_under_another_name_gets_its_own_index(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Two folders holding the same corpus (a same-language set and a cross-language
+    set over one English corpus): the name is in every chunk's source, so the second
+    folder reusing the first's index mapped no hit to a document and scored 0."""
+    docs = [
+        BeirDocument("d1", "Links", "A hard link is a second name for the same file."),
+        BeirDocument("d2", "Aliases", "An alias is a short name for a long command."),
+    ]
+    settings = Settings(eval_cache_dir=tmp_path / "cache")
+    first = open_eval_index(docs, "same", "en", settings, embedder)
+    first.close()
+    second = open_eval_index(docs, "same", "en-x", settings, embedder)
+    try:
+        hits = second.rag.search("hard link", mode="bm25").hits
+        assert not second.reused and second.key != first.key
+        assert [second.doc_of[h.chunk.doc_id] for h in hits][:1] == ["d1"]
+    finally:
+        second.close()

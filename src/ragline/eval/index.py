@@ -87,12 +87,17 @@ def chunking_settings(settings: Settings) -> dict[str, Any]:
     }
 
 
-def index_key(corpus_hash: str, fingerprint: dict[str, Any], chunking: dict[str, Any]) -> str:
-    """Cache key of an eval index: same corpus, same model, same chunks ⇒ same index."""
+def index_key(
+    corpus_hash: str, fingerprint: dict[str, Any], chunking: dict[str, Any], name: str
+) -> str:
+    """Cache key of an eval index: same corpus under the same name, same model, same
+    chunks ⇒ same index. The name counts: it is in every chunk's source and document
+    id, so a copy of a corpus in another folder reusing the index matched no document."""
     blob = json.dumps(
         {
             "format": EVAL_INDEX_FORMAT,
             "corpus": corpus_hash,
+            "name": name,
             "model": fingerprint,
             "chunking": chunking,
         },
@@ -181,7 +186,8 @@ def open_eval_index(
     """The eval index of ``corpus``: reused when a complete one with the same key exists,
     else built (or its interrupted build finished) now."""
     started = time.perf_counter()
-    key = index_key(corpus_hash, embedder.fingerprint.to_dict(), chunking_settings(settings))
+    fingerprint = embedder.fingerprint.to_dict()
+    key = index_key(corpus_hash, fingerprint, chunking_settings(settings), corpus_name)
     short = key[:16]
     tenant = f"eval-{short}"
     folder = settings.eval_cache_dir / short
