@@ -6,16 +6,20 @@ prose only; the same paths in every language) into the store chosen by
 ``--store`` (``lance``: the default LanceDB store, whose in-memory mirror scores
 BM25 with ragline's per-language analyser; ``qdrant``: Qdrant's local mode, the
 same analyser), once with the default model and once with multilingual-e5-small
-(``--models`` picks), and measures:
+(``--models`` picks; ``auto``, the shipped default, lets each index choose its model
+from its chunks' languages: e5 for es/fr/ja/zh pages, MiniLM for English), and measures:
 
 * same-language hit@3 (a top-3 hit from the target page) per mode;
 * cross-language hit@3: es/fr/ja/zh questions over the English index;
-* extractive answers to the ja/zh questions: cite the target page, no English;
+* extractive answers to the es/fr/ja/zh questions: cite the target page, no English
+  (the misses listed: the page cited, or the fallback's reason);
 * follow-ups: the follow-up alone vs made self-contained (carry-over);
 * the e5 top cosine of in-scope vs out-of-scope questions (confidence floor).
 
     python benchmarks/languages.py --work /tmp/langbench --out benchmarks/results/languages.md
     python benchmarks/languages.py --store lance --distractors 40 --models onnx --work /tmp/lb
+    python benchmarks/languages.py --store lance --distractors 40 --models auto --langs es,fr \
+        --no-cross --answers 20 --work /tmp/lb29
 
 Indexes are kept under ``--work`` and reused.
 """
@@ -48,7 +52,11 @@ REACT = Path("../shared/data/react-docs")  # from the repository root; see --dat
 LANGS = ["en", "es", "fr", "ja", "zh-hans"]
 MODES = ["bm25", "vector", "hybrid"]
 DOCS = [REACT]
-MODELS = {"default (MiniLM)": "onnx", "multilingual-e5-small": "e5"}
+MODELS = {
+    "default (MiniLM)": "onnx",
+    "multilingual-e5-small": "e5",
+    "auto (shipped default)": "auto",
+}
 #: Extra pages besides the targets (``--distractors``; none by default: the 20 target
 #: pages, all React topics, are each other's distractors).
 DISTRACTORS: list[str] = []
@@ -122,9 +130,12 @@ def engine(
         embedder=model,  # type: ignore[arg-type]
         **extra,
     )
-    if model not in EMBEDDERS:  # one model per process, its query vectors cached
-        EMBEDDERS[model] = CachedQueries(make_embedder(settings))
-    rag = Ragline(settings, embedder=EMBEDDERS[model])
+    if model == "auto":  # no embedder handed in: the index chooses (and records) its model
+        rag = Ragline(settings)
+    else:
+        if model not in EMBEDDERS:  # one model per process, its query vectors cached
+            EMBEDDERS[model] = CachedQueries(make_embedder(settings))
+        rag = Ragline(settings, embedder=EMBEDDERS[model])
     if not (base / "done").exists():
         docs = base / "docs"
         for page in subset:
@@ -133,8 +144,9 @@ def engine(
             dest.write_text(_NOT_PROSE.sub("", (DOCS[0] / lang / page).read_text()))
         t0 = time.perf_counter()
         report = rag.ingest(docs)
+        seconds = time.perf_counter() - t0
         (base / "done").write_text(
-            json.dumps({"chunks": report.chunks, "s": time.perf_counter() - t0})
+            json.dumps({"chunks": report.chunks, "s": seconds, "model": report.model})
         )
     return rag
 
@@ -184,12 +196,17 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/langbench"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--no-build", action="store_true", help="measure only the indexes built")
-    ap.add_argument("--answers", type=int, default=6, help="ja/zh questions answered (e5 is slow)")
+    ap.add_argument(
+        "--answers", type=int, default=6, help="questions answered per language (e5 is slow)"
+    )
     ap.add_argument("--data", type=Path, default=REACT, help="the react-docs folder")
     ap.add_argument(
         "--e5-confidence-min", type=float, default=0.0, help="0: above every out-of-scope score"
     )
-    ap.add_argument("--no-answers", action="store_true", help="skip the ja/zh answers")
+    ap.add_argument("--no-answers", action="store_true", help="skip the answers")
+    ap.add_argument(
+        "--no-cross", action="store_true", help="skip the cross-language rows (no English index)"
+    )
     ap.add_argument(
         "--langs",
         default=",".join(LANGS),
@@ -201,8 +218,8 @@ def main() -> None:
     )
     ap.add_argument(
         "--models",
-        default=",".join(MODELS.values()),
-        help="embedders measured, comma-separated (onnx, e5)",
+        default="onnx,e5",
+        help="embedders measured, comma-separated (onnx, e5, auto: the shipped default)",
     )
     args = ap.parse_args()
     DOCS[0] = args.data
@@ -277,7 +294,7 @@ def main() -> None:
                 measured(
                     f"cross/{lang}/{model}", lambda lang=lang, model=model: rates("en", model, lang)
                 )
-                if ready("en", model)
+                if ready("en", model) and not args.no_cross
                 else None
             )
 
@@ -306,26 +323,38 @@ def main() -> None:
     if floor <= 0:
         floor = round(max(oos) + 0.005, 3) if oos else 0.0
 
-    # Answers (extractive, hybrid) to the ja/zh questions with each model: e5 at the
-    # floor above (its scale), the default model at its own defaults.
-    def answer_run(lang: str, model: str) -> list[int]:
+    # Answers (extractive, hybrid) to the es/fr/ja/zh questions with each model: e5 at
+    # the floor above (its scale), the default model and auto at their own defaults.
+    def answer_run(lang: str, model: str) -> list[Any]:
         extra: dict[str, float] = {}
         if model == "e5":  # the level "high" band on the same scale
             extra = {"confidence_min": floor, "confidence_high": min(1.0, floor + 0.04)}
         rag = engine(args.work, lang, model, subset, **extra)
         right = fallback = eng = 0
+        misses = []  # the page(s) cited, or the fallback's reason
         for q in by_lang[lang][: args.answers]:
             a = rag.ask(q["question"])
             cited = {c.source for c in a.citations}
-            right += any(s.endswith("/" + q["target"]) for s in cited) and not a.fallback
+            ok = any(s.endswith("/" + q["target"]) for s in cited) and not a.fallback
+            right += ok
             fallback += a.fallback
             eng += english_text(a.text)
+            if not ok:
+                got = sorted({s.split("/docs/", 1)[-1] for s in cited})
+                misses.append(
+                    {
+                        "id": q["id"],
+                        "fallback": a.fallback,
+                        "reason": a.confidence.reason,
+                        "cited": got,
+                    }
+                )
         rag.close()
-        return [right, fallback, eng, len(by_lang[lang][: args.answers])]
+        return [right, fallback, eng, len(by_lang[lang][: args.answers]), misses]
 
-    answers: dict[tuple[str, str], list[int] | None] = {}
+    answers: dict[tuple[str, str], list[Any] | None] = {}
     for label, model in MODELS.items():
-        for lang in ("ja", "zh-hans"):
+        for lang in LANGS[1:]:
             ok = lang in built and ready(lang, model) and not args.no_answers
             ok = ok and (model != "e5" or floor > 0)
             key = f"answers/{lang}/{model}/{floor if model == 'e5' else 'default'}/{args.answers}"
@@ -387,7 +416,9 @@ def main() -> None:
         + "; hit@3 = a top-3 chunk comes from the target page",
         "- index sizes: "
         + ", ".join(
-            f"{lang}/{m} {int(s['chunks'])} chunks ({s['s']:.0f} s)"
+            f"{lang}/{m} {int(s['chunks'])} chunks ({s['s']:.0f} s"
+            + (f", model {s['model']}" if m == "auto" and "model" in s else "")
+            + ")"
             for (lang, m), s in sizes.items()
         ),
         "",
@@ -409,9 +440,10 @@ def main() -> None:
         lines.append(row(lang, label, r))
     lines += [
         "",
-        "## Answers in Japanese and Chinese (extractive, hybrid"
+        "## Answers in Spanish, French, Japanese and Chinese (extractive, hybrid"
         + (f"; multilingual-e5-small at confidence_min {floor}" if "e5" in MODELS.values() else "")
         + ("; the default model at its defaults" if "onnx" in MODELS.values() else "")
+        + ("; auto at the shipped defaults" if "auto" in MODELS.values() else "")
         + ")",
         "",
         "English text = a phrase of ragline's own English answer text (fallback, related "
@@ -420,12 +452,20 @@ def main() -> None:
         "| language | model | cite the target page | fallbacks | English text in the answer |",
         "|---|---|---:|---:|---:|",
     ]
+    missed: list[str] = []
     for (lang, label), res in answers.items():
         if res is None:
             lines.append(f"| {lang} | {label} | not run | | |")
             continue
-        right, fb, eng, n = res
+        right, fb, eng, n = res[:4]
         lines.append(f"| {lang} | {label} | {right}/{n} ({right / n:.0%}) | {fb} | {eng} |")
+        for m in res[4] if len(res) > 4 else []:
+            why = (
+                f"fallback: {m['reason']}" if m["fallback"] else f"cited {m['cited'] or 'nothing'}"
+            )
+            missed.append(f"- {label}, {m['id']}: {why}")
+    if missed:
+        lines += ["", "Misses (not citing the target page):", "", *missed]
     lines += [
         "",
         "## Follow-ups (hybrid hit@3 over the English index)",
