@@ -3,7 +3,7 @@
 corpus, and its German set).
 
 The Debian Reference (Osamu Aoki, GPL-2+, Debian packages ``debian-reference-en``,
-``-de``, ``-es``, ``-fr``: ``apt-get install debian-reference-de`` …) is a system
+``-de``, ``-es``, ``-fr``, ``-pt``: ``apt-get install debian-reference-de`` …) is a system
 administrator's guide whose translated prose is full of English commands, file
 names and package names — the mixed pages issue 29 is about. Its HTML has the same
 numbered sections in every language, so a section's number ("3.8.1") is a page id
@@ -14,9 +14,10 @@ ragline's own HTML parser (tables as pipe rows, code verbatim).
 The corpus is the sections the questions of ``benchmarks/data/debref_questions.jsonl``
 target plus ``--distractors`` others, spread over the book (every n-th section of at
 least 300 characters, the same numbers in every language). The questions (20, written
-for this set in English and translated by us into German, Spanish and French) are
-judged relevant to their target section in the corpus language: the corpus's own
-language measures same-language search, another language cross-language search.
+for this set in English and translated by us into German, Spanish, French and
+Portuguese) are judged relevant to their target section in the corpus language: the
+corpus's own language measures same-language search, another language cross-language
+search.
 
     python benchmarks/debref_beir.py --corpus-lang de --question-langs de --out /tmp/dr/de
     ragline eval /tmp/dr/de --report de.md
@@ -39,7 +40,7 @@ from ragline.ingest.parse.html import parse_html
 
 DOCS = Path("/usr/share/doc/debian-reference-common/docs")
 QUESTIONS = REPO / "benchmarks" / "data" / "debref_questions.jsonl"
-LANGS = ["en", "de", "es", "fr"]
+LANGS = ["en", "de", "es", "fr", "pt"]
 #: "3.8.1. The kernel module initialization" → ("3.8.1", title); appendices are "A.1".
 _NUMBERED = re.compile(r"^\s*((?:\d+|[A-Z])(?:\.\d+)+)\.?\s*(.*)$", re.S)
 _MIN_DISTRACTOR_CHARS = 300

@@ -14,7 +14,7 @@ import pytest
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 SETS = {
     "languages_questions.jsonl": ["en", "es", "fr", "ja", "zh-hans"],
-    "debref_questions.jsonl": ["en", "de", "es", "fr"],
+    "debref_questions.jsonl": ["en", "de", "es", "fr", "pt"],
 }
 
 
