@@ -54,6 +54,11 @@ _YEAR = re.compile(r"(?<![\d,])(?<!\d\.)(1[5-9]\d\d|20\d\d)(?:s\b|(?![\d.,]\d))"
 _NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])\s*(%|percent\b)?")
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'’\-]*")
+#: A word of a question in another language: letters of any script ("Blockgeräte"
+#: whole, not cut at "ä"). English keeps the ASCII words the judge was fitted with.
+_ANY_WORD = re.compile(r"[^\W\d_](?:[^\W_]|['’\-])*")
+#: Languages that capitalise every noun: a capital there says nothing of a name.
+_NOUNS_CAPITALISED = frozenset({"de", "lb"})
 _MONTHS = frozenset(
     """january february march april may june july august september october november
     december jan feb mar apr jun jul aug sep sept oct nov dec""".split()  # noqa: SIM905
@@ -155,22 +160,29 @@ def numbers(text: str) -> set[str]:
     return out
 
 
-def entities(text: str) -> list[str]:
+def entities(text: str, language: str = "en") -> list[str]:
     """Name-like words: acronyms and mixed case anywhere ("BERT", "PrP", "ResNet"),
-    capitalised words except at a sentence start; runs of them join ("Elena Rybakina")."""
+    capitalised words except at a sentence start; runs of them join ("Elena Rybakina").
+    In German every noun is capitalised, so there only acronyms and mixed case count
+    ("Welche Datei enthält die Voreinstellungen des SSH-Servers?" names SSH-Servers,
+    not Datei or Voreinstellungen)."""
+    nouns_capitalised = language in _NOUNS_CAPITALISED
     out: list[str] = []
     run: list[str] = []
     prev_end = -1
     sentence_start = True
-    for m in _WORD.finditer(text):
+    for m in (_WORD if language == "en" else _ANY_WORD).finditer(text):
         w = m.group(0).strip("'’-")
         while "-" in w and w.rsplit("-", 1)[1].islower():  # "RMSProp-style" names RMSProp
             w = w.rsplit("-", 1)[0]
+        if nouns_capitalised and "-" in w:  # "SSH-Servers" names SSH; "Exit-Status" nothing
+            w = next((p for p in w.split("-") if any(c.isupper() for c in p[1:])), w)
         gap = text[prev_end : m.start()] if prev_end >= 0 else ""
         if prev_end >= 0 and re.search(r"[.!?:;]\s*$", gap):
             sentence_start = True
-        inner_caps = any(c.isupper() for c in w[1:])
-        capital = w[:1].isupper() and w.lower() not in _NOT_NAMES
+        parts = w.split("-") if nouns_capitalised else [w]
+        inner_caps = any(c.isupper() for part in parts for c in part[1:])
+        capital = w[:1].isupper() and w.lower() not in _NOT_NAMES and not nouns_capitalised
         name = len(w) > 1 and (inner_caps or (capital and not sentence_start))
         if name and (not run or not gap.strip()):
             run.append(w)
@@ -245,15 +257,16 @@ def _spells(text: str, acronym: str) -> bool:
 
 def question_constraints(question: str) -> Constraints:
     """The constraints of a question or claim (see the module docstring)."""
+    language = query_language(question)
     return Constraints(
         years=frozenset(years(question)),
         numbers=frozenset(numbers(question)),
         quoted=tuple(dict.fromkeys(m.group(1).strip() for m in _QUOTED.finditer(question))),
-        entities=tuple(entities(question)),
+        entities=tuple(entities(question, language)),
         terms=tuple(t for t in dict.fromkeys(tokenize(question)) if t not in _QUESTION_TERMS),
         answer_type=expected_answer_type(question),
         question=is_question(question),
-        english=query_language(question) == "en",
+        english=language == "en",
     )
 
 
