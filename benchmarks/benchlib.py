@@ -62,6 +62,24 @@ def eval_index(cache_dir: Path) -> tuple[Path, str]:
     return manifest_path.parent, f"eval-{key[:16]}"
 
 
+def write_beir(
+    out: Path, docs: Sequence[dict[str, Any]], questions: Sequence[dict[str, Any]]
+) -> dict[str, int]:
+    """A BEIR-layout folder for `ragline eval`: ``docs`` as corpus lines (``_id``,
+    ``title``, ``text``, maybe ``format``), each question (``id``, ``question``,
+    ``lang``, ``target``) a query judged relevant to its target document."""
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    with (out / "corpus.jsonl").open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps(doc, ensure_ascii=False) + "\n" for doc in docs)
+    with (out / "queries.jsonl").open("w", encoding="utf-8") as f:
+        for q in questions:
+            query = {"_id": q["id"], "text": q["question"], "lang": q["lang"]}
+            f.write(json.dumps(query, ensure_ascii=False) + "\n")
+    qrels = ["query-id\tcorpus-id\tscore", *(f"{q['id']}\t{q['target']}\t1" for q in questions)]
+    (out / "qrels" / "test.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
+    return {"documents": len(docs), "queries": len(questions)}
+
+
 def load_module(name: str, path: Path) -> ModuleType:
     """Import the file ``path`` as module ``name`` (a test helper such as
     tests/servers.py, which is no package the scripts could import)."""

@@ -28,14 +28,13 @@ The folder written is a throw-away copy for one run; nothing of the book is comm
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
 from bs4 import BeautifulSoup
 from bs4.element import Tag
 
-from benchlib import REPO, load_jsonl
+from benchlib import REPO, load_jsonl, write_beir
 from ragline.ingest.parse.html import parse_html
 
 DOCS = Path("/usr/share/doc/debian-reference-common/docs")
@@ -104,19 +103,8 @@ def write_dataset(
     missing = sorted(set(chosen) - set(book))
     if missing:
         raise SystemExit(f"{corpus_lang}: sections {', '.join(missing)} not in this translation")
-    (out / "qrels").mkdir(parents=True, exist_ok=True)
-    with (out / "corpus.jsonl").open("w", encoding="utf-8") as f:
-        for num in chosen:
-            title, body = book[num]
-            f.write(json.dumps({"_id": num, "title": title, "text": body}, ensure_ascii=False))
-            f.write("\n")
-    with (out / "queries.jsonl").open("w", encoding="utf-8") as f:
-        for q in questions:
-            query = {"_id": q["id"], "text": q["question"], "lang": q["lang"]}
-            f.write(json.dumps(query, ensure_ascii=False) + "\n")
-    qrels = ["query-id\tcorpus-id\tscore", *(f"{q['id']}\t{q['target']}\t1" for q in questions)]
-    (out / "qrels" / "test.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
-    return {"documents": len(chosen), "queries": len(questions)}
+    docs = [{"_id": n, "title": book[n][0], "text": book[n][1]} for n in chosen]
+    return write_beir(out, docs, questions)
 
 
 def main() -> None:

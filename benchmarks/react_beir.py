@@ -20,10 +20,9 @@ a throw-away copy for one run, never committed.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from benchlib import REPO, load_jsonl
+from benchlib import REPO, load_jsonl, write_beir
 from languages import _NOT_PROSE, LANGS, distractors
 
 DATA = REPO.parent / "shared" / "data" / "react-docs"
@@ -36,20 +35,12 @@ def write_dataset(
     questions = [q for q in load_jsonl(QUESTIONS) if q["lang"] in question_langs]
     targets = {q["target"] for q in load_jsonl(QUESTIONS)}
     pages = sorted(targets | set(distractors(data, targets, n_distractors)))
-    (out / "qrels").mkdir(parents=True, exist_ok=True)
-    with (out / "corpus.jsonl").open("w", encoding="utf-8") as f:
-        for page in pages:
-            body = _NOT_PROSE.sub("", (data / corpus_lang / page).read_text(encoding="utf-8"))
-            # Markdown: parsed as ingest parses the file (front-matter title, headings)
-            doc = {"_id": page, "title": "", "text": body, "format": "markdown"}
-            f.write(json.dumps(doc, ensure_ascii=False) + "\n")
-    with (out / "queries.jsonl").open("w", encoding="utf-8") as f:
-        for q in questions:
-            query = {"_id": q["id"], "text": q["question"], "lang": q["lang"]}
-            f.write(json.dumps(query, ensure_ascii=False) + "\n")
-    qrels = ["query-id\tcorpus-id\tscore", *(f"{q['id']}\t{q['target']}\t1" for q in questions)]
-    (out / "qrels" / "test.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
-    return {"documents": len(pages), "queries": len(questions)}
+    docs = []
+    for page in pages:
+        body = _NOT_PROSE.sub("", (data / corpus_lang / page).read_text(encoding="utf-8"))
+        # Markdown: parsed as ingest parses the file (front-matter title, headings)
+        docs.append({"_id": page, "title": "", "text": body, "format": "markdown"})
+    return write_beir(out, docs, questions)
 
 
 def main() -> None:
