@@ -173,8 +173,8 @@ def test_weighted_candidates_fuse_on_positions_like_the_pairs(
             both = store.candidates(replace(ask, weights=None))
             assert got == weighted_pairs(both.vector, both.keyword, *w, limit=limit)
             in_turn = candidates_in_turn(
-                lambda v, k, f: vector_candidates(store, v, k, f),
-                lambda t, k, f, b: keyword_candidates(store, t, k, f, b),
+                lambda c: vector_candidates(store, c.vector, c.k, c.filters),
+                lambda c: keyword_candidates(store, c.text, c.k, c.filters, c.boosts),
                 ask,
             )
             assert got == in_turn.fused
