@@ -164,8 +164,8 @@ def entities(text: str, language: str = "en") -> list[str]:
     """Name-like words: acronyms and mixed case anywhere ("BERT", "PrP", "ResNet"),
     capitalised words except at a sentence start; runs of them join ("Elena Rybakina").
     In German every noun is capitalised, so there only acronyms and mixed case count
-    ("Welche Datei enthält die Voreinstellungen des SSH-Servers?" names SSH-Servers,
-    not Datei or Voreinstellungen)."""
+    ("Welche Datei enthält die Voreinstellungen des SSH-Servers?" names SSH, not
+    Datei or Voreinstellungen); non-English text keeps its non-ASCII letters."""
     nouns_capitalised = language in _NOUNS_CAPITALISED
     out: list[str] = []
     run: list[str] = []
