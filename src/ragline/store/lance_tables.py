@@ -1,6 +1,6 @@
 """The tables of a LanceStore's folder: their Arrow schemas and rows, the
-``meta.json`` that names the live chunks table, and the calls that open them on
-LanceDB's event loop.
+``meta.json`` that names the live chunks table, the calls that open them on
+LanceDB's event loop, and the next generation's table that a rebuild fills.
 
 Split from :mod:`ragline.store.lance` (the store, its writes and searches); see its
 docstring for the folder's layout and why meta.json is swapped atomically.
