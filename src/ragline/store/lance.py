@@ -40,8 +40,9 @@ Why it is built the way it is:
   leaves the old table serving.
 
 The work is split by job: :mod:`ragline.store.lance_tables` (schemas, Arrow rows,
-meta.json, LanceDB's loop, a rebuild's new table), :mod:`ragline.store.lance_indexes` (the LanceDB indexes)
-and :mod:`ragline.store.lance_search` (the searches, on the mirror or LanceDB's own).
+meta.json, LanceDB's loop, a rebuild's new table), :mod:`ragline.store.lance_indexes`
+(the LanceDB indexes) and :mod:`ragline.store.lance_search` (the searches, on the
+mirror or LanceDB's own).
 """
 
 from __future__ import annotations
